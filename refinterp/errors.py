@@ -1,0 +1,43 @@
+"""One error hierarchy.  The CLI prints ``str(err)`` on one line and exits 2."""
+from __future__ import annotations
+
+
+class RefinterpError(Exception):
+    """Base class.  ``where`` names the file (and optionally a location inside it)."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        self.message = message
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ModelError(RefinterpError):
+    """The model file is unreadable, malformed or not a model."""
+
+
+class UnsupportedOpError(ModelError):
+    """An op (or an op variant) that no registered kernel implements."""
+
+
+class InputError(RefinterpError):
+    """A missing, unknown or mis-shaped input feed."""
+
+
+class SchemeError(RefinterpError):
+    """A scheme file that does not validate, or an unknown scheme name."""
+
+
+class DumpError(RefinterpError):
+    """A device dump (or its manifest) that cannot be read or aligned."""
+
+
+class GoldenError(RefinterpError):
+    """A golden case folder that is malformed."""
+
+
+class OutputError(RefinterpError):
+    """Refusing to write: the destination exists and would be overwritten."""
+
+
+class ResourceError(RefinterpError):
+    """A tensor or file would exceed the memory budget."""

@@ -1,0 +1,2 @@
+"""activation kernels."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""elementwise kernels."""
+from __future__ import annotations

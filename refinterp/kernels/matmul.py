@@ -1,0 +1,2 @@
+"""matmul kernels."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""norm kernels."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""pool kernels."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""quantize_ops kernels."""
+from __future__ import annotations

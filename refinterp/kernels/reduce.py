@@ -1,0 +1,2 @@
+"""reduce kernels."""
+from __future__ import annotations

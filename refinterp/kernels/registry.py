@@ -1,0 +1,86 @@
+"""Kernel registry: ``(canonical op, variant) -> Kernel``.
+
+A kernel is maths only.  ``prepare(node, ctx)`` runs once per node when a Session is built and
+returns the node's *plan* (any object: attributes with defaults resolved, multipliers, tables...);
+``run(plan, *inputs)`` runs per inference and returns one ndarray or a tuple of them.
+Missing optional inputs arrive as ``None``.
+
+``ctx`` is a ``PrepareContext``: the node's input/output ``TensorInfo``s, constant input values,
+and ``settings`` (the op's resolved numeric settings from the scheme, a plain dict; kernels never
+see the scheme itself).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..ir import Node, TensorInfo
+
+
+@dataclass
+class PrepareContext:
+    node: Node
+    inputs: list[TensorInfo | None]
+    outputs: list[TensorInfo]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Constant value of input ``i`` (None when absent or computed at run time)."""
+        if i >= len(self.inputs) or self.inputs[i] is None:
+            return None
+        return self.inputs[i].const
+
+
+def _default_prepare(node: Node, ctx: PrepareContext) -> dict[str, Any]:
+    return dict(node.attrs)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    op: str
+    variant: str
+    run: Callable[..., Any]
+    prepare: Callable[[Node, PrepareContext], Any] = _default_prepare
+    # Inputs given to the kernel as stored integers even under a float variant (e.g. Dequantize).
+    raw_inputs: bool = False
+
+
+_REGISTRY: dict[tuple[str, str], Kernel] = {}
+
+
+def kernel(op: str | tuple[str, ...], variant: str = "float", *, prepare=None, raw_inputs: bool = False):
+    """Decorator registering ``run`` for one or several canonical ops under ``variant``."""
+    ops = (op,) if isinstance(op, str) else tuple(op)
+
+    def deco(fn):
+        for o in ops:
+            key = (o, variant)
+            if key in _REGISTRY:
+                raise RuntimeError(f"kernel {key} registered twice")
+            _REGISTRY[key] = Kernel(o, variant, fn, prepare or _default_prepare, raw_inputs)
+        return fn
+
+    return deco
+
+
+def lookup(op: str, variants: list[str], *, node: Node | None = None, fmt: str = "") -> Kernel:
+    """First registered kernel among ``variants`` (in order of preference)."""
+    for v in variants:
+        k = _REGISTRY.get((op, v))
+        if k is not None:
+            return k
+    where = f"node '{node.name}' ({node.source_op or op}" + (f", {fmt}" if fmt else "") + ")" if node else op
+    have = sorted(v for (o, v) in _REGISTRY if o == op)
+    hint = f"; registered variants: {', '.join(have)}" if have else ""
+    raise UnsupportedOpError(f"unsupported op {op} (variants tried: {', '.join(variants)}) at {where}{hint}")
+
+
+def registered() -> dict[tuple[str, str], Kernel]:
+    return dict(_REGISTRY)
+
+
+def ops_with_variant(variant: str) -> list[str]:
+    return sorted(o for (o, v) in _REGISTRY if v == variant)

@@ -1,0 +1,2 @@
+"""shape kernels."""
+from __future__ import annotations

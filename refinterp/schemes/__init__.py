@@ -1,0 +1,4 @@
+"""Schemes: which arithmetic each node uses.  See ``refinterp/schemes/loader.py`` for the file format."""
+from .loader import NodeChoice, Scheme, find_scheme_file, list_schemes, load_scheme, scheme_dirs
+
+__all__ = ["NodeChoice", "Scheme", "find_scheme_file", "list_schemes", "load_scheme", "scheme_dirs"]
