@@ -25,6 +25,14 @@ import numpy as np
 
 FUSED_ACTIVATIONS = ("RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGN_BIT")
 
+# Sub-byte types are held one value per byte in the next wider NumPy integer type.
+_CONTAINERS = {"int4": "int8", "uint4": "uint8", "int2": "int8", "uint2": "uint8"}
+
+
+def storage_dtype(name: str) -> np.dtype:
+    """NumPy dtype that holds a tensor declared as ``name`` (int4 values live in int8, range [-8, 7])."""
+    return np.dtype(_CONTAINERS.get(str(name), name))
+
 
 @dataclass
 class QuantParams:

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
 from .errors import InputError, RefinterpError
-from .ir import Graph, Node, TensorInfo, dequantize
+from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup
 from .schemes import Scheme, load_scheme
@@ -25,6 +25,9 @@ class Step:
     settings: dict[str, Any]
     dequant: tuple[bool, ...]  # per input: dequantize stored integers before the kernel (float compute)
     activation: str | None  # fused activation applied after a float kernel
+    # per output: quantize a float result to the output TensorInfo's params (``compute: float``
+    # nodes of an integer scheme: a CPU float fallback between quantized tensors)
+    quantize_out: tuple[bool, ...] = ()
 
 
 class Session:
@@ -43,6 +46,10 @@ class Session:
             model = load(model)
         self.graph: Graph = model
         self.scheme: Scheme = scheme if isinstance(scheme, Scheme) else load_scheme(scheme)
+        if self.scheme.data.get("graph_passes"):
+            from .passes import apply_passes
+
+            self.graph = apply_passes(self.graph, self.scheme.data["graph_passes"])
         self.steps: list[Step] = [self._resolve(n) for n in self.graph.nodes]
         self._last_use = self._compute_last_use()
         self.timings: dict[str, float] = {}
@@ -66,9 +73,11 @@ class Session:
                                  self.graph.path) from e
         float_kernel = k.variant == "float"
         dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
-                        and np.dtype(t.dtype).kind in "iu") for t in ins)
+                        and storage_dtype(t.dtype).kind in "iu") for t in ins)
         act = node.attrs.get("activation") if float_kernel else None
-        return Step(node, k, plan, ctx.settings, dq, act)
+        qo = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
+                        and storage_dtype(t.dtype).kind in "iu") for t in outs)
+        return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else ())
 
     def _compute_last_use(self) -> dict[str, int]:
         last: dict[str, int] = {}
@@ -94,7 +103,9 @@ class Session:
                 raise InputError(f"missing input '{name}' (expected shape {_fmt_shape(info.shape)}, "
                                  f"dtype {info.dtype})", g.path)
             x = np.asarray(feeds[name])
-            want = np.dtype(info.dtype)
+            if x.dtype.name in ("int4", "uint4", "int2", "uint2"):  # ml_dtypes sub-byte arrays
+                x = x.astype(storage_dtype(x.dtype.name))
+            want = storage_dtype(info.dtype)
             if x.dtype != want:
                 if x.dtype.kind == want.kind == "f" or (x.dtype.kind in "iu" and want.kind == "f"
                                                        and x.dtype.itemsize <= 2):
@@ -119,35 +130,9 @@ class Session:
             result.update(values)
         for name in keep & values.keys():
             result[name] = values[name]
-        consts = self.graph.tensors
         for idx, st in enumerate(self.steps):
-            args = []
-            for j, name in enumerate(st.node.inputs):
-                if not name:
-                    args.append(None)
-                    continue
-                v = values.get(name)
-                if v is None:
-                    info = consts.get(name)
-                    if info is None or info.const is None:
-                        raise RefinterpError(f"tensor '{name}' needed by node '{st.node.name}' "
-                                             f"has no value", self.graph.path)
-                    v = info.const
-                if st.dequant[j] and v.dtype.kind in "iu":
-                    v = dequantize(v, consts[name].quant)
-                args.append(v)
-            t0 = time.perf_counter() if timing else 0.0
-            outs = st.kernel.run(st.plan, *args)
-            if not isinstance(outs, (tuple, list)):
-                outs = (outs,)
-            if st.activation:
-                outs = tuple(apply_activation(o, st.activation) for o in outs)
-            if timing:
-                self.timings[st.node.name] = self.timings.get(st.node.name, 0.0) + time.perf_counter() - t0
-            produced = {}
-            for name, v in zip(st.node.outputs, outs):
-                if name:
-                    produced[name] = np.asarray(v)
+            produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
+                                             enumerate(st.node.inputs)], timing)
             values.update(produced)
             if keep_all:
                 result.update(produced)
@@ -160,6 +145,7 @@ class Session:
                 for name in st.node.inputs:
                     if name and self._last_use.get(name) == idx:
                         values.pop(name, None)
+        consts = self.graph.tensors
         missing = [o for o in self.graph.outputs if o not in result]
         for o in missing:  # outputs that are graph inputs or constants
             if o in values:
@@ -167,6 +153,70 @@ class Session:
             elif consts.get(o) is not None and consts[o].const is not None:
                 result[o] = consts[o].const
         return result
+
+    def _arg(self, st: Step, j: int, name: str, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        """Input ``j`` of a step: the computed value, else the constant; dequantized for float kernels."""
+        if not name:
+            return None
+        v = values.get(name)
+        if v is None:
+            info = self.graph.tensors.get(name)
+            if info is None or info.const is None:
+                raise RefinterpError(f"tensor '{name}' needed by node '{st.node.name}' "
+                                     f"has no value", self.graph.path)
+            v = info.const
+        if st.dequant[j] and v.dtype.kind in "iu":
+            v = dequantize(v, self.graph.tensors[name].quant)
+        return v
+
+    def _exec_step(self, st: Step, args: list, timing: bool = False) -> dict[str, np.ndarray]:
+        """Run one step's kernel (plus its fused activation) on ready arguments."""
+        t0 = time.perf_counter() if timing else 0.0
+        outs = st.kernel.run(st.plan, *args)
+        if not isinstance(outs, (tuple, list)):
+            outs = (outs,)
+        if st.activation:
+            outs = tuple(apply_activation(o, st.activation) for o in outs)
+        if st.quantize_out:
+            named = [o for o in st.node.outputs if o]
+            outs = tuple(_quantize_output(o, self.graph.tensors[n]) if q else o
+                         for o, n, q in zip(outs, named, st.quantize_out))
+        if timing:
+            self.timings[st.node.name] = self.timings.get(st.node.name, 0.0) + time.perf_counter() - t0
+        return {name: np.asarray(v) for name, v in zip(st.node.outputs, outs) if name}
+
+    def run_node(self, node: str | int, inputs: list) -> list[np.ndarray]:
+        """Run one node alone on the given input values (e.g. a device's own tensors).
+
+        ``inputs[j]`` is the value of the node's input ``j``; ``None`` takes the model's constant
+        (or leaves an absent optional input absent).  Values are given as stored (integer codes for
+        quantized tensors); the step's plan, dequantization and fused activation apply exactly as in
+        ``run``.  Returns one array per declared output (``None`` for unnamed outputs).
+        """
+        if isinstance(node, (int, np.integer)):
+            if not 0 <= int(node) < len(self.steps):
+                raise InputError(f"node index {node} out of range (0..{len(self.steps) - 1})", self.graph.path)
+            st = self.steps[int(node)]
+        else:
+            st = next((s for s in self.steps if s.node.name == node), None)
+            if st is None:
+                raise InputError(f"no node named '{node}'", self.graph.path)
+        if len(inputs) > len(st.node.inputs):
+            raise InputError(f"node '{st.node.name}' takes {len(st.node.inputs)} inputs, got {len(inputs)}",
+                             self.graph.path)
+        given = {name: np.asarray(v) for name, v in zip(st.node.inputs, inputs) if name and v is not None}
+        produced = self._exec_step(st, [self._arg(st, j, name, given) for j, name in enumerate(st.node.inputs)])
+        return [produced.get(o) if o else None for o in st.node.outputs]
+
+
+def _quantize_output(v: np.ndarray, info: TensorInfo) -> np.ndarray:
+    v = np.asarray(v)
+    if v.dtype.kind != "f":
+        return v
+    from .quant.affine import quantize_float
+
+    s, z = info.quant.broadcast(v.shape)
+    return quantize_float(v, s, z, info.dtype)
 
 
 def _fmt_shape(shape) -> str:

@@ -51,16 +51,24 @@ class Kernel:
 _REGISTRY: dict[tuple[str, str], Kernel] = {}
 
 
-def kernel(op: str | tuple[str, ...], variant: str = "float", *, prepare=None, raw_inputs: bool = False):
-    """Decorator registering ``run`` for one or several canonical ops under ``variant``."""
+def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", *, prepare=None,
+           raw_inputs: bool = False):
+    """Decorator registering ``run`` for one or several canonical ops under one or several variants.
+
+    Variant names in use: ``float`` (float32 compute; quantized inputs arrive dequantized),
+    ``int`` (generic integer kernels exact for every backend: data movement, max pool...), and
+    backend-specific integer variants named by the schemes (``tflite_ref``, ``xnn``, ...).
+    """
     ops = (op,) if isinstance(op, str) else tuple(op)
+    variants = (variant,) if isinstance(variant, str) else tuple(variant)
 
     def deco(fn):
         for o in ops:
-            key = (o, variant)
-            if key in _REGISTRY:
-                raise RuntimeError(f"kernel {key} registered twice")
-            _REGISTRY[key] = Kernel(o, variant, fn, prepare or _default_prepare, raw_inputs)
+            for v in variants:
+                key = (o, v)
+                if key in _REGISTRY:
+                    raise RuntimeError(f"kernel {key} registered twice")
+                _REGISTRY[key] = Kernel(o, v, fn, prepare or _default_prepare, raw_inputs)
         return fn
 
     return deco

@@ -1,15 +1,9 @@
 """Scheme files: YAML, ``yaml.safe_load`` only, unknown keys are errors, ``extends:`` inherits.
 
-Minimal schema (issue 2); numeric keys are added by the quantization schemes:
-
-    name: float32                 # must match the file name when found by name
-    describes: text               # the real backend (and version) this scheme mimics
-    status: verified | documented # documented = follows cited source, not run against a runtime
-    source: [text, ...]           # citations
-    extends: other-scheme         # optional
-    variants: [float]             # kernel variants in order of preference
-    ops: {Op: {key: value}}       # per canonical op settings (given to the kernel's prepare)
-    nodes: {name-or-glob: {key: value}}   # per-node overrides; ``variants`` allowed here too
+The schema (every key, its type and allowed values) is documented and checked in ``schema.py``.
+Inheritance: the child's mappings are merged recursively over the parent's; lists and scalars are
+replaced; ``name``/``describes``/``status``/``source``/``backend_version``/``verified_against``
+are never inherited.  ``load_scheme`` validates every file of the chain and the resolved result.
 """
 from __future__ import annotations
 
@@ -23,8 +17,10 @@ import yaml
 
 from ..errors import SchemeError
 
-TOP_KEYS = {"name", "describes", "status", "source", "extends", "variants", "ops", "nodes", "notes",
-            "verified_against", "backend_version"}
+from . import schema
+
+TOP_KEYS = set(schema.top_level())
+_NOT_INHERITED = ("name", "describes", "status", "source", "backend_version", "verified_against", "notes")
 _PKG_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -71,12 +67,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise SchemeError(f"not valid YAML ({getattr(e, 'problem', e)})", where) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SchemeError(f"cannot read scheme file ({e})", str(path)) from None
-    if not isinstance(data, dict):
-        raise SchemeError("a scheme file must be a mapping at the top level", str(path))
-    unknown = sorted(set(data) - TOP_KEYS)
-    if unknown:
-        raise SchemeError(f"unknown key '{unknown[0]}' (expected one of: {', '.join(sorted(TOP_KEYS))})",
-                          str(path))
+    schema.validate(data, str(path), _known_ops)
     return data
 
 
@@ -100,8 +91,37 @@ def _resolve_file(path: Path, chain: tuple[str, ...] = ()) -> dict[str, Any]:
     if parent in chain:
         raise SchemeError(f"key 'extends': cycle {' -> '.join(chain + (parent,))}", str(path))
     base = _resolve_file(find_scheme_file(parent), chain + (data.get("name", path.stem),))
-    base = {k: v for k, v in base.items() if k not in ("name", "describes", "status", "source")}
+    base = {k: v for k, v in base.items() if k not in _NOT_INHERITED}
     return _merge(base, data)
+
+
+def _known_ops() -> set[str]:
+    """Canonical ops with at least one registered kernel (imports the kernel modules)."""
+    from ..kernels import registry  # noqa: F401  (lazy: kernels import the numerics, not schemes)
+    from .. import kernels  # noqa: F401
+
+    return {op for (op, _v) in registry.registered()}
+
+
+_SETTING_KEYS = ("requant", "accumulator")  # merged key by key; other settings are replaced
+
+
+def _merge_settings(into: dict[str, Any], over: dict[str, Any] | None) -> None:
+    for k, v in (over or {}).items():
+        if k in _SETTING_KEYS and isinstance(v, dict):
+            into[k] = {**into.get(k, {}), **v}
+        else:
+            into[k] = list(v) if isinstance(v, list) else v
+
+
+def _has_quantized_int_output(node, graph) -> bool:
+    if graph is None:
+        return False
+    for o in node.outputs:
+        t = graph.tensors.get(o) if o else None
+        if t is not None and t.quant is not None and t.dtype.startswith(("int", "uint")):
+            return True
+    return False
 
 
 @dataclass
@@ -115,6 +135,7 @@ class Scheme:
     name: str
     data: dict[str, Any]
     path: str | None = None
+    parents: list[str] = field(default_factory=list)  # the ``extends`` chain, nearest first
 
     @property
     def describes(self) -> str:
@@ -124,28 +145,54 @@ class Scheme:
     def variants(self) -> list[str]:
         return list(self.data.get("variants") or ["float"])
 
-    def for_node(self, node, graph=None) -> NodeChoice:
+    def op_settings(self, op: str) -> dict[str, Any]:
+        """Scheme-wide ``requant``/``accumulator`` defaults merged with ``ops.<op>``."""
         settings: dict[str, Any] = {}
-        settings.update((self.data.get("ops") or {}).get(node.op, {}) or {})
+        _merge_settings(settings, {k: self.data[k] for k in _SETTING_KEYS if k in self.data})
+        _merge_settings(settings, (self.data.get("ops") or {}).get(op))
+        return settings
+
+    def for_node(self, node, graph=None) -> NodeChoice:
+        """Variants and settings for one node.
+
+        Precedence (later wins): scheme defaults < ``ops.<node.op>`` < every ``nodes:`` glob
+        matching the node name, in file order < a ``nodes:`` key equal to the node name.
+        ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
+        quantizes the outputs).  Otherwise, in a scheme with integer variants, the ``float``
+        variant is never chosen for a node with quantized integer outputs (it would silently
+        change the arithmetic); such a node needs an integer kernel.
+        """
+        settings = self.op_settings(node.op)
+        nodes = self.data.get("nodes") or {}
+        for pattern, over in nodes.items():
+            if pattern != node.name and fnmatch.fnmatchcase(node.name, pattern):
+                _merge_settings(settings, over)
+        if node.name in nodes:
+            _merge_settings(settings, nodes[node.name])
         variants = list(settings.pop("variants", None) or self.variants)
-        for pattern, over in (self.data.get("nodes") or {}).items():
-            if node.name == pattern or fnmatch.fnmatchcase(node.name, pattern):
-                over = dict(over or {})
-                variants = list(over.pop("variants", None) or variants)
-                settings.update(over)
+        if settings.get("compute") == "float":
+            variants = ["float"]
+        elif variants != ["float"] and _has_quantized_int_output(node, graph):
+            variants = [v for v in variants if v != "float"]
         return NodeChoice(variants, settings)
+
+    def resolved(self) -> dict[str, Any]:
+        """The fully resolved scheme (after ``extends``), as plain YAML-able data."""
+        return dict(self.data)
 
 
 def load_scheme(name_or_path: str) -> Scheme:
     path = find_scheme_file(name_or_path)
     data = _resolve_file(path)
-    data.pop("extends", None)
-    variants = data.get("variants", ["float"])
-    if not (isinstance(variants, list) and all(isinstance(v, str) for v in variants)):
-        raise SchemeError("key 'variants': expected a list of kernel variant names", str(path))
-    for key in ("ops", "nodes"):
-        v = data.get(key)
-        if v is not None and not (isinstance(v, dict) and all(isinstance(x, dict) or x is None
-                                                               for x in v.values())):
-            raise SchemeError(f"key '{key}': expected a mapping of mappings", str(path))
-    return Scheme(str(data.get("name", path.stem)), data, str(path))
+    chain = data.pop("extends", None)
+    schema.validate(data, str(path), _known_ops)
+    return Scheme(str(data.get("name", path.stem)), data, str(path), _chain(path) if chain else [])
+
+
+def _chain(path: Path) -> list[str]:
+    out: list[str] = []
+    data = _read(path)
+    while data.get("extends"):
+        out.append(str(data["extends"]))
+        data = _read(find_scheme_file(str(data["extends"])))
+    return out

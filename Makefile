@@ -1,0 +1,38 @@
+# Quick start: `make demo` then `make test`.  Both create .venv on first use.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+DEMO_MODEL := refinterp/models/demo_int8.tflite
+DEMO_DUMP := refinterp/models/demo_device_dump.npz
+
+.PHONY: demo test test-fast bench clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+# The main job on the model shipped in the package: compare LiteRT's XNNPACK run (the "device" dump, captured
+# with tools/capture_demo_dump.py) against refinterp's bit-exact simulation of LiteRT's reference kernels.
+# `refinterp diff` exits 1 when tensors diverge, which is the expected finding here.
+demo: $(VENV)/.installed
+	@mkdir -p demo-out
+	$(BIN)/refinterp diff $(DEMO_MODEL) --scheme tflite-reference --against $(DEMO_DUMP) \
+		--html demo-out/report.html --json demo-out/report.json; rc=$$?; \
+		if [ $$rc -gt 1 ]; then exit $$rc; fi; echo "report: demo-out/report.html"
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/run.py
+
+clean-venv:
+	rm -rf $(VENV)

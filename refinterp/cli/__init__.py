@@ -1,0 +1,1 @@
+"""Command line: ``refinterp <subcommand>``; one module per subcommand, each with ``register(subparsers)``."""

@@ -1,0 +1,46 @@
+"""``refinterp capture MODEL --runtime NAME --inputs in.npz --out DUMP``: run a real runtime and write
+every intermediate tensor as a refinterp ``.npy`` dump (several samples when the inputs carry a
+leading sample axis)."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from ..dumps.capture import RUNTIMES
+
+    p = sub.add_parser("capture", help="run a real runtime (LiteRT, TFLM, ONNX Runtime) and dump every tensor")
+    p.add_argument("model")
+    p.add_argument("--runtime", required=True, choices=RUNTIMES)
+    p.add_argument("--inputs", required=True, metavar="IN.npz", help="inputs keyed by input name; a leading "
+                                                                     "sample axis gives several samples")
+    p.add_argument("--out", required=True, metavar="DUMP", help="output folder (refinterp npy dump)")
+    p.add_argument("--ort-opt-level", default="all", choices=("disable", "basic", "extended", "all"),
+                   help="ONNX Runtime graph optimisation level (default all)")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from .. import load
+    from ..compare.engine import _feed_samples
+    from ..dumps.capture import capture
+    from ..dumps.npydir import write_npy_dump
+    from .common import check_dump_dir, load_npz
+
+    check_dump_dir(args.out, args.overwrite)
+    graph = load(args.model)
+    feeds = load_npz(args.inputs)
+    if len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:
+        feeds = {graph.inputs[0]: next(iter(feeds.values()))}
+    samples = _feed_samples(graph, feeds)
+    results = capture(graph, args.runtime, samples, args.ort_opt_level)
+    names = [n for n in results[0] if all(n in r for r in results)]
+    if len(results) == 1:
+        tensors, k = results[0], None
+    else:
+        tensors, k = {n: np.stack([r[n] for r in results]) for n in names}, len(results)
+    write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, f"runtime:{args.runtime}",
+                   overwrite=args.overwrite, samples=k)
+    print(f"captured {len(names)} tensors x {len(results)} sample(s) from {args.runtime} -> {args.out}")
+    return 0

@@ -1,0 +1,94 @@
+"""``refinterp inspect MODEL [--scheme S]``: the graph, and with a scheme each node's resolved plan."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+
+
+def register(sub) -> None:
+    p = sub.add_parser("inspect", help="print a model's graph (and each node's plan under a scheme)")
+    p.add_argument("model")
+    p.add_argument("--scheme", help="resolve every node under this scheme and show its plan")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _short(v, limit: int = 6):
+    if isinstance(v, np.ndarray):
+        flat = v.ravel()
+        if flat.size <= limit:
+            return flat.tolist()
+        return flat[:limit].tolist() + [f"... ({flat.size} values)"]
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    if isinstance(v, (list, tuple)) and len(v) > limit:
+        return list(v[:limit]) + [f"... ({len(v)} values)"]
+    if hasattr(v, "name") and hasattr(v, "value") and not isinstance(v, (str, bytes)):  # enums
+        return v.name
+    return v
+
+
+def describe_plan(plan) -> dict:
+    if hasattr(plan, "describe"):
+        d = plan.describe()
+    elif dataclasses.is_dataclass(plan):
+        d = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+    elif isinstance(plan, dict):
+        d = plan
+    else:
+        d = {"plan": repr(plan)}
+    return {k: _short(v) for k, v in d.items() if not callable(v)}
+
+
+def _quant(info) -> str:
+    q = info.quant if info is not None else None
+    if q is None:
+        return ""
+    if q.scale.size == 1:
+        return f"s={float(q.scale.ravel()[0]):.6g} zp={int(q.zero_point.ravel()[0])}"
+    return f"per-axis[{q.axis}] x{q.scale.size}"
+
+
+def run(args) -> int:
+    from .. import Session, load
+
+    g = load(args.model)
+    sess = Session(g, scheme=args.scheme) if args.scheme else None
+    if args.json:
+        doc = {"model": g.path, "format": g.format, "inputs": g.inputs, "outputs": g.outputs, "nodes": []}
+        for i, n in enumerate(g.nodes):
+            e = {"index": i, "name": n.name, "op": n.op, "source_op": n.source_op, "inputs": n.inputs,
+                 "outputs": n.outputs, "attrs": {k: _short(v) for k, v in n.attrs.items()}}
+            if sess:
+                st = sess.steps[i]
+                e["variant"] = st.kernel.variant
+                e["plan"] = describe_plan(st.plan)
+            doc["nodes"].append(e)
+        print(json.dumps(doc, indent=1, default=str))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con.print(f"[bold]{g.path}[/] ({g.format}) · {len(g.nodes)} nodes · {len(g.tensors)} tensors")
+    for kind, names in (("input", g.inputs), ("output", g.outputs)):
+        for name in names:
+            t = g.tensors[name]
+            con.print(f"  {kind} {name}: {t.dtype} {list(t.shape) if t.shape is not None else '?'} {_quant(t)}")
+    t = Table(show_lines=bool(sess))
+    for c in ("#", "node", "op", "source op", "output", "quant") + (("variant", "plan"),)[0] * bool(sess):
+        t.add_column(c, overflow="fold")
+    for i, n in enumerate(g.nodes):
+        out = g.tensors.get(n.outputs[0]) if n.outputs else None
+        row = [str(i), n.name, n.op, n.source_op, f"{n.outputs[0] if n.outputs else ''} "
+               f"{out.dtype if out else ''}{list(out.shape) if out is not None and out.shape is not None else ''}",
+               _quant(out)]
+        if sess:
+            st = sess.steps[i]
+            plan = describe_plan(st.plan)
+            row += [st.kernel.variant, "\n".join(f"{k}: {v}" for k, v in plan.items())]
+        t.add_row(*row)
+    con.print(t)
+    return 0

@@ -1,0 +1,311 @@
+"""The diff itself: run the model under a scheme on the dump's inputs, compare every tensor, and
+re-run every node on the device's own input tensors to separate its local error from the error it
+inherited.
+
+Reference ("accumulated") value of a tensor: the scheme's result when the whole model runs from the
+inputs.  Local value: the scheme's result of the tensor's producing node fed with the *device's*
+values of that node's inputs.  A node whose accumulated error fails the policy while its local error
+passes only inherited the divergence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..dumps.model import Dump
+from ..errors import DumpError, InputError, RefinterpError
+from ..ir import Graph, TensorInfo
+from ..runtime import Session
+from . import metrics as M
+from .align import fit_shape, match_names, model_layout
+from .convert import is_int, lsb_error, same_quant, to_real, to_stored
+from .policy import EXACT_OPS, Policy
+from .result import DIVERGED, EXACT, MISSING, UNALIGNED, WITHIN, DiffResult, TensorResult
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass
+class _Acc:
+    ref: list[np.ndarray] = field(default_factory=list)
+    dev: list[np.ndarray] = field(default_factory=list)
+    lsb: list[np.ndarray] = field(default_factory=list)
+    eq: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, ref_stored, dev_stored, ref_qp, dev_qp, info: TensorInfo | None) -> None:
+        r, d = to_real(ref_stored, ref_qp), to_real(dev_stored, dev_qp)
+        codes = (is_int(ref_stored) and is_int(dev_stored) and
+                 (ref_qp is None or dev_qp is None or same_quant(ref_qp, dev_qp)))
+        self.ref.append(r)
+        self.dev.append(d)
+        self.eq.append(ref_stored.astype(np.int64) == dev_stored.astype(np.int64) if codes else
+                       (r == d) | (np.isnan(r) & np.isnan(d)))
+        if info is not None and info.quant is not None and np.dtype(info.dtype).kind in "iu":
+            self.lsb.append(lsb_error(ref_stored, dev_stored, r, d, codes, info.quant))
+
+    def metrics(self) -> M.Metrics | None:
+        if not self.ref:
+            return None
+        return M.compute(self.ref, self.dev, self.lsb if self.lsb else None, self.eq)
+
+
+def _stamp(session: Session) -> dict[str, Any]:
+    d = session.scheme.data
+    return {"name": session.scheme.name, "backend": session.scheme.describes.strip(),
+            "backend_version": d.get("backend_version"), "status": d.get("status"), "path": session.scheme.path}
+
+
+def _feed_samples(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """One feed dict per sample: an input may carry a leading sample axis (or a batch over batch-1)."""
+    per: dict[str, list[np.ndarray]] = {}
+    for name in graph.inputs:
+        if name not in feeds:
+            raise InputError(f"--inputs lacks model input '{name}'")
+        a = np.asarray(feeds[name])
+        shape = graph.tensors[name].shape
+        if shape is None or a.ndim == len(shape):
+            if shape and shape[0] == 1 and a.ndim and a.shape[0] > 1:
+                per[name] = [a[i:i + 1] for i in range(a.shape[0])]
+            else:
+                per[name] = [a]
+        elif a.ndim == len(shape) + 1:
+            per[name] = [a[i] for i in range(a.shape[0])]
+        else:
+            raise InputError(f"input '{name}' has shape {list(a.shape)}; the model expects {list(shape)}")
+    counts = {len(v) for v in per.values()}
+    if len(counts) > 1:
+        raise InputError(f"inputs hold different numbers of samples: {sorted(counts)}")
+    k = counts.pop() if counts else 1
+    return [{n: v[i] for n, v in per.items()} for i in range(k)]
+
+
+def _input_target(info: TensorInfo, arr: np.ndarray) -> tuple[int, ...]:
+    shape = info.shape or arr.shape
+    if any(d is None or d < 0 for d in shape) and arr.ndim == len(shape):
+        return tuple(int(a if d is None or d < 0 else d) for d, a in zip(shape, arr.shape))
+    return tuple(int(1 if d is None or d < 0 else d) for d in shape)
+
+
+def resolve_index_names(dump: Dump, graph: Graph) -> None:
+    """Dumps that name tensors by TFLite tensor index (``#<index>``) get the model's names."""
+    from ..dumps.tflm import INDEX_NAMES
+
+    if dump.meta.get("names") != INDEX_NAMES:
+        return
+    by_index = {t.index: n for n, t in graph.tensors.items() if t.index is not None}
+    renamed = {}
+    for name, t in dump.tensors.items():
+        model_name = by_index.get(int(name[1:])) if name[1:].isdigit() else None
+        t.name = model_name or name
+        renamed[t.name] = t
+    dump.tensors = renamed
+    dump.meta["names"] = "resolved"
+
+
+def decode_raw(dt, info: TensorInfo | None, target: tuple[int, ...]) -> None:
+    """Undecoded bytes -> values: float32 (the usual device default) when the byte count allows it,
+    else the model's storage dtype (native output files)."""
+    size = max(int(np.prod(target)) if target else 1, 1)
+    nbytes = dt.samples[0].size
+    model_dt = np.dtype(info.dtype) if info is not None else np.dtype(np.float32)
+    if nbytes == size * model_dt.itemsize and model_dt.itemsize != 4:
+        use = model_dt
+    elif nbytes % (4 * size) == 0:
+        use = np.dtype(np.float32)
+    elif nbytes % (model_dt.itemsize * size) == 0:
+        use = model_dt
+    else:
+        use = np.dtype(np.float32) if nbytes % 4 == 0 else np.dtype(np.uint8)
+    use = np.dtype(use).newbyteorder("<")
+    dt.samples = [np.frombuffer(s.tobytes(), use).astype(use.newbyteorder("=")) for s in dt.samples]
+    dt.raw = False
+
+
+class Differ:
+    def __init__(self, graph: Graph, scheme: str = "float32", policy: Policy | None = None,
+                 mapping: dict[str, str | None] | None = None) -> None:
+        self.graph = graph
+        self.session = Session(graph, scheme)
+        self.policy = policy or Policy()
+        self.mapping = mapping
+        self.keep_reference = False  # keep every sample's reference tensors (for exports)
+        self.reference_samples: list[dict[str, np.ndarray]] = []
+
+    def _order(self) -> list[str]:
+        seen, out = set(), []
+        for n in list(self.graph.inputs) + [o for nd in self.graph.nodes for o in nd.outputs if o]:
+            if n not in seen:
+                seen.add(n)
+                out.append(n)
+        return out
+
+    def run(self, dump: Dump, feeds: Mapping[str, np.ndarray] | None = None,
+            progress: Progress | None = None) -> DiffResult:
+        from .. import __version__
+
+        g, sess = self.graph, self.session
+        order = self._order()
+        resolve_index_names(dump, g)
+        src = {n: t.source_name for n, t in g.tensors.items() if t.source_name}
+        nm = match_names(order, dump.names(), self.mapping, src)
+        if not nm.pairs:
+            raise DumpError(f"no tensor of the dump matches a model tensor (dump has {len(dump.tensors)}: "
+                            f"{', '.join(dump.names()[:5])}...); pass --mapping", dump.path)
+        notes: list[str] = []
+        aligned: dict[str, list[np.ndarray]] = {}
+        align_notes: dict[str, list[str]] = {}
+        unaligned: set[str] = set()
+
+        def align(name: str, target: tuple[int, ...]) -> None:
+            dt = dump.tensors[nm.pairs[name][0]]
+            if dt.raw:
+                decode_raw(dt, g.tensors.get(name), target)
+            shaped = fit_shape(dt.samples, target, model_layout(g, name, len(target)), dt.layout)
+            if shaped is None:
+                unaligned.add(name)
+                align_notes[name] = [f"dump shape {list(dt.shape)} does not fit model shape {list(target)}"]
+                return
+            aligned[name] = shaped.samples
+            align_notes[name] = shaped.notes + ([shaped.layout_note] if shaped.layout_note else [])
+
+        for name in g.inputs:
+            if name in nm.pairs:
+                dt = dump.tensors[nm.pairs[name][0]]
+                align(name, _input_target(g.tensors[name], dt.data))
+        dev_qp = {m: dump.tensors[d].effective_quant() for m, (d, _) in nm.pairs.items()}
+
+        input_checks: list[dict[str, Any]] = []
+        if feeds is None:
+            missing = [n for n in g.inputs if n not in aligned]
+            if missing:
+                raise DumpError(f"the dump lacks model input '{missing[0]}'; pass --inputs", dump.path)
+            k = min(len(aligned[n]) for n in g.inputs)
+            samples = [{n: to_stored(aligned[n][i], dev_qp[n], g.tensors[n]) for n in g.inputs} for i in range(k)]
+            notes.append("model inputs taken from the dump")
+        else:
+            samples = _feed_samples(g, feeds)
+            from .inputs_check import check_inputs
+
+            input_checks = check_inputs(g, samples, aligned, dev_qp, self.policy)
+
+        total = len(samples) * (len(sess.steps) + 1)
+        done = 0
+        acc: dict[str, _Acc] = {}
+        loc: dict[str, _Acc] = {}
+        local_fail: dict[str, str] = {}
+        for si, feed in enumerate(samples):
+            ref = sess.run(feed, capture="all")
+            if self.keep_reference:
+                self.reference_samples.append(ref)
+            if si == 0:
+                for name in order:
+                    if name in nm.pairs and name not in aligned and name not in unaligned and name in ref:
+                        align(name, tuple(np.shape(ref[name])))
+            done += 1
+            if progress:
+                progress(done, total)
+            for name in order:
+                if name in aligned and name in ref and si < len(aligned[name]):
+                    info = g.tensors.get(name)
+                    qp = info.quant if info is not None else None
+                    acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), aligned[name][si], qp,
+                                                     dev_qp[name] or (qp if is_int(aligned[name][si]) else None),
+                                                     info)
+            for idx, st in enumerate(sess.steps):
+                done += 1
+                if progress and (idx % 16 == 0 or done == total):
+                    progress(done, total)
+                outs = [o for o in st.node.outputs if o in aligned and si < len(aligned[o])]
+                if not outs:
+                    continue
+                args: list[np.ndarray | None] = []
+                ok = True
+                for name in st.node.inputs:
+                    info = g.tensors.get(name) if name else None
+                    if not name or (info is not None and info.const is not None):
+                        args.append(None)
+                    elif name in aligned and si < len(aligned[name]):
+                        args.append(to_stored(aligned[name][si], dev_qp[name], info))
+                    else:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                try:
+                    res = sess.run_node(idx, args)
+                except (RefinterpError, ValueError, IndexError, TypeError) as e:
+                    for o in outs:
+                        local_fail[o] = f"local re-run failed: {e}"
+                    continue
+                for o, v in zip(st.node.outputs, res):
+                    if o in outs and v is not None:
+                        info = g.tensors.get(o)
+                        qp = info.quant if info is not None else None
+                        dv = aligned[o][si]
+                        loc.setdefault(o, _Acc()).add(np.asarray(v), dv, qp,
+                                                      dev_qp[o] or (qp if is_int(dv) else None), info)
+        producers = g.producer()
+        tensors = [self._result(name, producers.get(name), nm, acc, loc, aligned, unaligned, align_notes,
+                                local_fail) for name in order]
+        for name in nm.ambiguous:
+            notes.append(f"ambiguous name match for '{name}' (several candidates); use --mapping")
+        return DiffResult(
+            model=g.path, model_format=g.format, scheme=_stamp(sess), refinterp_version=__version__,
+            dump={"path": dump.path, "format": dump.format, "tensors": len(dump.tensors),
+                  "matched": len(nm.pairs)},
+            num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
+            dump_only=nm.dump_only, ambiguous=nm.ambiguous, input_checks=input_checks, notes=notes)
+
+    # -- verdicts ---------------------------------------------------------------------------
+    def _verdict(self, name: str, info: TensorInfo | None, a: _Acc, m: M.Metrics,
+                 exact_expected: bool) -> tuple[str, dict[str, Any]]:
+        if m.exact_fraction == 1.0 and not m.nonfinite_mismatch:
+            return EXACT, {}
+        if exact_expected:
+            return DIVERGED, {"expect": "exact"}
+        if info is not None and info.quant is not None and np.dtype(info.dtype).kind in "iu":
+            tol = self.policy.lsb_for(name)
+            # 1e-3 LSB slack: LSB errors of dequantized float values carry float32 rounding
+            ok = m.max_abs_lsb is not None and m.max_abs_lsb <= tol + 1e-3 and not m.nonfinite_mismatch
+            return (WITHIN if ok else DIVERGED), {"atol_lsb": tol}
+        if info is not None and np.dtype(info.dtype).kind in "iub":
+            return DIVERGED, {"expect": "exact"}
+        atol, rtol = self.policy.float_for(name)
+        return (WITHIN if M.within(m, atol, rtol, a.ref, a.dev) else DIVERGED), {"atol": atol, "rtol": rtol}
+
+    def _result(self, name, node, nm, acc, loc, aligned, unaligned, align_notes, local_fail) -> TensorResult:
+        g = self.graph
+        info = g.tensors.get(name)
+        q = info.quant if info is not None else None
+        tr = TensorResult(
+            name=name, op=node.op if node is not None else "Input", node=node.name if node is not None else None,
+            index=node.index if node is not None else None, status=MISSING,
+            dtype=info.dtype if info is not None else "", quantized=q is not None,
+            shape=[int(d) if d is not None else -1 for d in info.shape] if info is not None and info.shape else None,
+            scale=float(q.scale.ravel()[0]) if q is not None else None,
+            zero_point=int(q.zero_point.ravel()[0]) if q is not None else None,
+            tensor_index=info.index if info is not None else None)
+        if name in nm.pairs:
+            tr.dump_name, tr.match = nm.pairs[name]
+        tr.notes = list(align_notes.get(name, []))
+        if name in unaligned:
+            tr.status = UNALIGNED
+            return tr
+        a = acc.get(name)
+        if a is None:
+            return tr
+        tr.metrics = a.metrics()
+        tr.status, tr.tolerance = self._verdict(name, info, a, tr.metrics, False)
+        if node is not None and node.op in EXACT_OPS and node.inputs:
+            i0 = g.tensors.get(node.inputs[0])
+            if i0 is not None and same_quant(i0.quant, q):
+                tr.local_expect = "exact"
+        la = loc.get(name)
+        if la is not None:
+            tr.local = la.metrics()
+            tr.local_status, _ = self._verdict(name, info, la, tr.local, tr.local_expect == "exact")
+        elif name in local_fail:
+            tr.notes.append(local_fail[name])
+        return tr

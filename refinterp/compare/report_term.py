@@ -1,0 +1,72 @@
+"""Terminal report (rich): stamp, verdict, input checks and a table of the tensors that matter.
+
+Long models: every diverged / unaligned tensor plus a few rows around the first divergence are
+shown; the rest are summarised in the count line (the JSON/HTML reports hold every tensor)."""
+from __future__ import annotations
+
+import math
+
+from .result import DIVERGED, PASSING, UNALIGNED, DiffResult
+
+MAX_ROWS = 60
+
+
+def _f(v, d: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf"
+        return f"{v:.{d}g}"
+    return str(v)
+
+
+def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console()
+    s = res.scheme
+    con.print(f"[bold]refinterp diff[/] {res.model} vs {res.dump.get('path')} ({res.dump.get('format')}, "
+              f"{res.num_samples} sample(s)) · scheme [bold]{s.get('name')}[/] · refinterp {res.refinterp_version}")
+    for c in res.input_checks:
+        if not c["matches"]:
+            expl = c["explained_by"] or "nothing tested (closest: " + (
+                c["candidates"][0]["hypothesis"] if c["candidates"] else "-") + ")"
+            con.print(f"[red]input '{c['input']}' (sample {c['sample']}) differs from the given input; "
+                      f"explained by: {expl}[/]")
+    rows = list(enumerate(res.tensors))
+    fd = res.first_divergence
+    if len(rows) > max_rows:
+        keep = {i for i, t in rows if t.status in (DIVERGED, UNALIGNED) and t.cause != "inherited"}
+        if fd is not None:
+            k = res.tensors.index(fd)
+            keep |= set(range(max(0, k - 3), min(len(rows), k + 4)))
+        rows = [(i, t) for i, t in rows if i in keep][:max_rows]
+    t = Table(show_lines=False)
+    for c in ("#", "tensor", "op", "status", "cause", "exact", "max|ΔLSB|", "max abs", "cosine", "nRMSE",
+              "local", "local|ΔLSB|", "local nRMSE"):
+        t.add_column(c, overflow="fold")
+    for i, r in rows:
+        m, lm = r.metrics, r.local
+        style = "red" if r.status == DIVERGED else ("dim" if r.status not in PASSING else None)
+        t.add_row(str(i), r.name, r.op, r.status, r.cause or "", _f(m.exact_fraction if m else None),
+                  _f(m.max_abs_lsb if m else None), _f(m.max_abs_error if m else None),
+                  _f(m.cosine if m else None, 6), _f(m.nrmse if m else None), r.local_status or "-",
+                  _f(lm.max_abs_lsb if lm else None), _f(lm.nrmse if lm else None),
+                  style=("bold red" if r is fd else style))
+    con.print(t)
+    counts = ", ".join(f"{k} {v}" for k, v in res.counts().items())
+    con.print(f"{len(res.tensors)} model tensors ({counts}); {len(res.dump_only)} dump-only tensor(s)"
+              + (f": {', '.join(res.dump_only[:8])}{' ...' if len(res.dump_only) > 8 else ''}"
+                 if res.dump_only else ""))
+    for n in res.notes:
+        con.print(f"note: {n}")
+    if fd is None:
+        con.print("[green]no divergence: every compared tensor is within policy[/]")
+    else:
+        fl = res.first_local_divergence
+        con.print(f"[bold red]first divergence: {fd.name}[/] ({fd.op}, cause: {fd.cause})"
+                  + (f"; first local divergence: {fl.name} ({fl.op})" if fl is not None else ""))

@@ -1,0 +1,42 @@
+"""Registration helper of the ONNX Runtime integer kernels (``ort``/``onnx_ref`` variants).
+
+In ONNX graphs the same canonical op appears both quantized (QOperator ops, fused QDQ units) and in
+float (ops left between DequantizeLinear and QuantizeLinear).  A kernel registered with
+``ort_kernel`` runs its integer maths when the node's first input or first output is a quantized
+integer tensor, and otherwise delegates to the op's ``float`` kernel (same plan and run), so a
+scheme listing ``ort`` first still runs float nodes in float32.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .registry import _REGISTRY, kernel
+
+
+def is_quantized(t) -> bool:
+    return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
+
+
+def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
+    """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "float")``."""
+    def deco(run):
+        def prep(node, ctx):
+            first_in = ctx.inputs[0] if ctx.inputs else None
+            first_out = ctx.outputs[0] if ctx.outputs else None
+            if is_quantized(first_in) or is_quantized(first_out):
+                return (True, prepare(node, ctx))
+            fk = _REGISTRY[(op, "float")]
+            return (False, (fk, fk.prepare(node, ctx)))
+
+        def dispatch(plan, *args):
+            quant, inner = plan
+            if quant:
+                return run(inner, *args)
+            fk, fplan = inner
+            return fk.run(fplan, *args)
+
+        kernel(op, variants, prepare=prep)(dispatch)
+        return run
+    return deco

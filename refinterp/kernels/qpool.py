@@ -1,0 +1,78 @@
+"""TFLite integer AveragePool / MaxPool (variant ``tflite_ref``), ``reference/integer_ops/pooling.h``.
+
+AVERAGE_POOL_2D (``impl: raw_q_average``, the only form TFLite has): the *raw* stored values are
+averaged (zero point not subtracted; input and output params are assumed equal, as TFLite does)::
+
+    sum = sum of q over the in-bounds part of the window ; n = number of in-bounds cells
+    avg = (sum + n//2) // n if sum > 0 else (sum - n//2) / n   (C division: round half away)
+    out = clamp(avg, lo, hi)                                    (fused activation of the output)
+
+MAX_POOL_2D: ``clamp(max over in-bounds cells, lo, hi)``.  Sums are exact int64.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+from ..quant.params import activation_range
+from . import pool as _fpool
+from ._spatial import pad_channels_last, to_channels_last, from_channels_last
+from .registry import kernel
+
+VARIANT = "tflite_ref"
+AVG_IMPLS = ("raw_q_average",)
+
+
+@dataclass(frozen=True)
+class QPoolPlan:
+    fplan: object
+    lo: int
+    hi: int
+    dtype: str
+
+    def describe(self) -> dict:
+        return {"impl": "raw_q_average / max", "clamp": [self.lo, self.hi]}
+
+
+def _prepare(node, ctx) -> QPoolPlan:
+    out = ctx.outputs[0]
+    if node.op == "AveragePool":
+        impl = ctx.settings.get("impl", "raw_q_average")
+        if impl not in AVG_IMPLS:
+            raise ModelError(f"node '{node.name}' (AveragePool): impl '{impl}' not supported by variant "
+                             f"{VARIANT} (expected one of: {', '.join(AVG_IMPLS)})")
+    if out.quant is None:
+        lo, hi = np.iinfo(np.dtype(out.dtype)).min, np.iinfo(np.dtype(out.dtype)).max
+    else:
+        lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
+                                  out.dtype, node.name)
+    return QPoolPlan(_fpool._prepare(node, ctx), int(lo), int(hi), out.dtype)
+
+
+def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    q = np.abs(a) // b
+    return np.where(a < 0, -q, q)
+
+
+@kernel("AveragePool", VARIANT, prepare=_prepare)
+def qaverage_pool(plan: QPoolPlan, x):
+    xc = to_channels_last(np.asarray(x), plan.fplan.layout).astype(np.int64)
+    spatial = xc.shape[1:-1]
+    win = _fpool._window(plan.fplan, spatial)
+    total = _fpool._sum_windows(pad_channels_last(xc, win), win, np.int64)
+    mask = np.ones((1,) + tuple(spatial) + (1,), dtype=np.int64)
+    count = _fpool._sum_windows(pad_channels_last(mask, win), win, np.int64)
+    half = count // 2
+    avg = np.where(total > 0, _trunc_div(total + half, count), _trunc_div(total - half, count))
+    y = np.clip(avg, plan.lo, plan.hi).astype(plan.dtype)
+    return from_channels_last(y, plan.fplan.layout)
+
+
+@kernel("MaxPool", VARIANT, prepare=_prepare)
+def qmax_pool(plan: QPoolPlan, x):
+    y = _fpool.max_pool(plan.fplan, np.asarray(x))
+    if isinstance(y, tuple):
+        y = y[0]
+    return np.clip(y, plan.lo, plan.hi).astype(plan.dtype)

@@ -1,0 +1,240 @@
+"""ONNX -> Graph.  The only module (with its ``onnx_*`` helpers) that imports onnx.
+
+Steps: parse the protobuf without following external data; validate and read external data
+(``onnx_external``); run onnx shape inference; turn initializers and Constant nodes into const
+tensors; check topological order; convert each node (QOperator ops -> canonical op + QuantParams,
+``onnx_qop``) and normalise it to the latest opset form (``onnx_normalize``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import AttributeProto, ModelProto, helper, numpy_helper
+
+from ..errors import ModelError
+from ..ir import Graph, Node, TensorInfo
+from .onnx_build import BuildContext
+from .onnx_external import load_external
+from .onnx_normalize import SPATIAL_OPS, normalize
+from .onnx_qop import convert_qop
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+LATEST_OPSET = 1000
+
+
+def load_onnx(path: Path) -> Graph:
+    path = Path(path)
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ModelError("is a folder, not a model file", where) from None
+    except FileNotFoundError:
+        raise ModelError("no such file", where) from None
+    except OSError as e:
+        raise ModelError(f"cannot read ({e.strerror})", where) from None
+    model = parse_model(data, where)
+    load_external(model, path.parent, where)
+    return convert_model(model, where, name=path.stem)
+
+
+def load_onnx_model(model: ModelProto, base_dir: Path | None = None, where: str = "<in-memory ONNX model>"
+                    ) -> Graph:
+    """Convert an in-memory ModelProto; external data is read from ``base_dir`` after validation."""
+    m = ModelProto()
+    m.CopyFrom(model)
+    load_external(m, Path(base_dir) if base_dir is not None else None, where)
+    return convert_model(m, where, name=m.graph.name or "model")
+
+
+def parse_model(data: bytes, where: str) -> ModelProto:
+    m = ModelProto()
+    try:
+        m.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        why = (str(e).splitlines() or ["invalid data"])[0]
+        raise ModelError(f"not an ONNX model (protobuf parse failed: {why})", where) from None
+    if not m.HasField("graph") or (m.ir_version <= 0 and not m.opset_import):
+        raise ModelError("not an ONNX model (no graph / ir_version in the protobuf)", where)
+    return m
+
+
+def _infer(model: ModelProto) -> ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is best effort; declared shapes are used instead
+        return model
+
+
+def _np_dtype(elem_type: int) -> str:
+    if elem_type == 0:
+        return ""
+    try:
+        return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+    except (KeyError, TypeError, ValueError):
+        return "object"
+
+
+def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    t = vi.type
+    kind = t.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tt = getattr(t, kind)
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+        return TensorInfo(vi.name, shape, _np_dtype(tt.elem_type))
+    return TensorInfo(vi.name, None, "object")
+
+
+def _const_info(name: str, arr: np.ndarray) -> TensorInfo:
+    return TensorInfo(name, tuple(int(d) for d in arr.shape), str(arr.dtype), const=arr)
+
+
+def _constant_value(n: onnx.NodeProto, where: str) -> np.ndarray:
+    if len(n.attribute) != 1:
+        raise ModelError(f"Constant node '{n.name or n.output[0]}' needs exactly one value attribute", where)
+    a = n.attribute[0]
+    if a.name == "value":
+        return numpy_helper.to_array(a.t)
+    if a.name == "value_float":
+        return np.array(a.f, np.float32)
+    if a.name == "value_floats":
+        return np.array(list(a.floats), np.float32)
+    if a.name == "value_int":
+        return np.array(a.i, np.int64)
+    if a.name == "value_ints":
+        return np.array(list(a.ints), np.int64)
+    if a.name == "value_string":
+        return np.array(a.s.decode("utf-8", "replace"), dtype=object)
+    if a.name == "value_strings":
+        return np.array([s.decode("utf-8", "replace") for s in a.strings], dtype=object)
+    raise ModelError(f"Constant node '{n.name or n.output[0]}': attribute '{a.name}' is not supported "
+                     f"(sparse constants are not)", where)
+
+
+def _attr(a: AttributeProto, where: str, outer: set[str], opsets: dict[str, int]) -> Any:
+    if a.type == AttributeProto.GRAPH:
+        return _convert_graph(a.g, where, outer, opsets)
+    if a.type == AttributeProto.GRAPHS:
+        return [_convert_graph(g, where, outer, opsets) for g in a.graphs]
+    if a.type == AttributeProto.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if a.type == AttributeProto.TENSORS:
+        return [numpy_helper.to_array(t) for t in a.tensors]
+    v = helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (list, tuple)):
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+def convert_model(model: ModelProto, where: str, name: str = "model") -> Graph:
+    opsets = {(o.domain if o.domain not in DEFAULT_DOMAINS else ""): int(o.version) for o in model.opset_import}
+    opsets.setdefault("", 1)
+    inferred = _infer(model)
+    try:
+        g = _convert_graph(inferred.graph, where, set(), opsets)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        raise ModelError(f"malformed ONNX model ({type(e).__name__}: {first})", where) from None
+    g.name = model.graph.name or name
+    g.path = None if where.startswith("<") else where
+    g.metadata.update({"ir_version": int(model.ir_version), "opset_import": dict(opsets),
+                       "producer_name": model.producer_name, "producer_version": model.producer_version,
+                       "doc_string": model.doc_string,
+                       "metadata_props": {p.key: p.value for p in model.metadata_props}})
+    return g
+
+
+def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dict[str, int]) -> Graph:
+    ctx = BuildContext(where)
+    for vi in list(gp.value_info) + list(gp.input) + list(gp.output):
+        ctx.tensors[vi.name] = _value_info(vi)
+    init_names = set()
+    for t in gp.initializer:
+        arr = numpy_helper.to_array(t)
+        declared = ctx.tensors.get(t.name)
+        ctx.tensors[t.name] = _const_info(t.name, arr)
+        if declared is not None and declared.dtype and declared.dtype != str(arr.dtype):
+            raise ModelError(f"initializer '{t.name}' has dtype {arr.dtype} but is declared {declared.dtype}",
+                             where)
+        init_names.add(t.name)
+    if gp.sparse_initializer:
+        raise ModelError("sparse initializers are not supported", where)
+    inputs = [vi.name for vi in gp.input if vi.name not in init_names]
+    available = set(outer) | set(inputs) | init_names
+    later = {o: i for i, n in enumerate(gp.node) for o in n.output if o}
+    nodes: list[Node] = []
+    names = _node_names(gp)
+    for idx, n in enumerate(gp.node):
+        label = names[idx]
+        for i in n.input:
+            if i and i not in available:
+                if i in later:
+                    raise ModelError(f"nodes are not in topological order: node '{label}' uses '{i}' "
+                                     f"before node '{names[later[i]]}' (index {later[i]}) produces it", where)
+                raise ModelError(f"node '{label}' ({n.op_type}) input '{i}' is not a graph input, "
+                                 f"initializer or node output", where)
+        available.update(o for o in n.output if o)
+        default = n.domain in DEFAULT_DOMAINS
+        if default and n.op_type == "Constant":
+            arr = _constant_value(n, where)
+            ctx.tensors[n.output[0]] = _const_info(n.output[0], arr)
+            continue
+        op = n.op_type if default else f"{n.domain}.{n.op_type}"
+        attrs = {a.name: _attr(a, where, available, opsets) for a in n.attribute}
+        node = Node(label, op, list(n.input), list(n.output), attrs, source_op=op, index=idx)
+        first_dtype = next((ctx.dtype(i, "") for i in node.inputs if i and ctx.dtype(i, "")), "float32")
+        if convert_qop(node, ctx) is not None:
+            # QOperator attributes follow the latest op forms; QLinearSoftmax names its Softmax opset.
+            opset = int(node.attrs.pop("opset", LATEST_OPSET))
+        else:
+            opset = opsets.get("" if default else n.domain, 1)
+        for o in node.outputs:
+            if o:
+                info = ctx.ensure(o, first_dtype)
+                if not info.dtype:
+                    info.dtype = first_dtype
+        if default or node.op != op:
+            nodes.extend(normalize(node, opset, ctx))
+        else:
+            nodes.append(node)
+    for node in nodes:
+        _mark_layout(node, ctx)
+    outputs = [vi.name for vi in gp.output]
+    for o in outputs:
+        if o not in available:
+            raise ModelError(f"graph output '{o}' is not produced by any node, initializer or input", where)
+    return Graph(gp.name, "onnx", ctx.tensors, nodes, inputs, outputs)
+
+
+def _node_names(gp: onnx.GraphProto) -> list[str]:
+    """The node's own name, else "<op>_<index>"; explicit names are kept, clashes get "_<k>"."""
+    taken = {n.name for n in gp.node if n.name}
+    seen: set[str] = set()
+    out = []
+    for idx, n in enumerate(gp.node):
+        base = n.name or f"{n.op_type}_{idx}"
+        name, k = base, 1
+        while name in seen or (not n.name and name in taken):
+            name = f"{base}_{k}"
+            k += 1
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+def _mark_layout(node: Node, ctx: BuildContext) -> None:
+    if node.op not in SPATIAL_OPS:
+        return
+    layout = node.attrs.get("layout")
+    for name in (node.inputs[:1] + node.outputs[:1]):
+        t = ctx.info(name)
+        if t is not None and t.layout is None and t.shape is not None and len(t.shape) >= 3:
+            t.layout = layout

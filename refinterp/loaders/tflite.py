@@ -1,0 +1,279 @@
+"""TFLite flatbuffer -> Graph.  The only module (with ``tflite_ops``) that imports ``tflite``.
+
+Reads subgraph 0: every tensor (name, shape, dtype, quantization, constant data), every operator
+(mapped to a canonical op by ``tflite_ops``).  Other subgraphs are ignored: no mapped op uses them.
+
+Naming: tensors keep their stored name; a name already taken by a lower-indexed tensor becomes
+``<name>:<index>`` (``TensorInfo.source_name`` keeps the stored name).  A node is named after its
+first output tensor; ``attrs["op_version"]`` keeps the operator-code version.  Derived constants
+the loader adds (e.g. ONNX-form ``pads`` of a PAD) are named ``<node name>#<role>``.
+
+Constants: buffer data inline in the flatbuffer, or (models > 2 GB) at ``Buffer.offset`` /
+``Buffer.size`` bytes from the start of the file.  INT4 constants are unpacked (two per byte, low
+nibble first) into int8 values in [-8, 7]; their ``dtype`` is ``"int8"`` and their names are listed
+in ``graph.metadata["int4_tensors"]``.  float16 constants stay float16.
+``graph.metadata``: ``schema_version``, ``description``, ``subgraph_count``, ``signatures`` (signature
+key -> ``{"inputs": {key: tensor name}, "outputs": {...}}``), ``int4_tensors``.
+Every index (buffer, tensor, opcode) is range-checked; any malformed input raises ``ModelError``.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tflite
+from tflite.utils import BUILTIN_OPCODE2NAME
+
+from ..errors import ModelError, RefinterpError
+from ..ir import Graph, Node, QuantParams, TensorInfo
+from .tflite_ops import OpContext, convert, decode_options
+
+_DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
+           "BOOL": "bool", "INT16": "int16", "COMPLEX64": "complex64", "INT8": "int8", "FLOAT64": "float64",
+           "COMPLEX128": "complex128", "UINT64": "uint64", "UINT32": "uint32", "UINT16": "uint16",
+           "INT4": "int4", "STRING": "string", "RESOURCE": "resource", "VARIANT": "variant",
+           "BFLOAT16": "bfloat16"}
+_TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+_OPTION_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+MAX_DIM = 1 << 31
+MAX_ELEMENTS = 1 << 40
+
+
+def load_tflite(path: Path) -> Graph:
+    path = Path(path)
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read ({e.strerror or e})", where) from None
+    if len(data) < 8:
+        raise ModelError(f"not a TFLite model (file is {len(data)} bytes)", where)
+    if data[4:8] != b"TFL3":
+        raise ModelError("not a TFLite model (no 'TFL3' file identifier)", where)
+    try:
+        return _Reader(data, where).graph(path)
+    except RefinterpError:
+        raise
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
+            AttributeError, KeyError, MemoryError) as e:
+        raise ModelError(f"malformed TFLite flatbuffer ({type(e).__name__}: {e})", where) from None
+
+
+class _Reader:
+    def __init__(self, data: bytes, where: str) -> None:
+        self.data = data
+        self.where = where
+        self.model = tflite.Model.GetRootAs(data, 0)
+
+    def fail(self, msg: str) -> ModelError:
+        return ModelError(msg, self.where)
+
+    def _count(self, n: int, what: str, item_size: int = 4) -> int:
+        if n < 0 or n * item_size > len(self.data):
+            raise self.fail(f"malformed TFLite flatbuffer ({what} count {n} exceeds the file size)")
+        return n
+
+    # -- graph -------------------------------------------------------------------------------
+    def graph(self, path: Path) -> Graph:
+        m = self.model
+        nsub = self._count(m.SubgraphsLength(), "subgraph")
+        if nsub == 0:
+            raise self.fail("TFLite model has no subgraph")
+        self.nbuf = self._count(m.BuffersLength(), "buffer")
+        sg = m.Subgraphs(0)
+        if sg is None:
+            raise self.fail("malformed TFLite flatbuffer (subgraph 0 is missing)")
+        ntens = self._count(sg.TensorsLength(), "tensor")
+        tensors: dict[str, TensorInfo] = {}
+        self.names: list[str] = []
+        self.int4: list[str] = []
+        for i in range(ntens):
+            info = self.tensor(sg.Tensors(i), i, tensors)
+            tensors[info.name] = info
+            self.names.append(info.name)
+        self.tensors = tensors
+        inputs = [self.tensor_name(int(i), "subgraph input") for i in _vec(sg.InputsAsNumpy())]
+        outputs = [self.tensor_name(int(i), "subgraph output") for i in _vec(sg.OutputsAsNumpy())]
+        nodes = [self.operator(sg.Operators(k), k) for k in range(self._count(sg.OperatorsLength(), "operator"))]
+        meta: dict[str, Any] = {"schema_version": int(m.Version()),
+                                "description": _str(m.Description()) or "",
+                                "subgraph_count": nsub}
+        if self.int4:
+            meta["int4_tensors"] = list(self.int4)
+        sigs = self.signatures()
+        if sigs:
+            meta["signatures"] = sigs
+        name = _str(sg.Name()) or path.stem
+        return Graph(name=name, format="tflite", tensors=tensors, nodes=nodes, inputs=inputs,
+                     outputs=outputs, path=str(path), metadata=meta)
+
+    def signatures(self) -> dict[str, dict[str, dict[str, str]]]:
+        """``{signature key: {"inputs": {key: tensor name}, "outputs": {...}}}`` for subgraph 0."""
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for j in range(self._count(self.model.SignatureDefsLength(), "signature")):
+            sd = self.model.SignatureDefs(j)
+            if sd is None or int(sd.SubgraphIndex()) != 0:
+                continue
+            entry: dict[str, dict[str, str]] = {"inputs": {}, "outputs": {}}
+            for kind, n, get in (("inputs", sd.InputsLength(), sd.Inputs),
+                                 ("outputs", sd.OutputsLength(), sd.Outputs)):
+                for k in range(self._count(n, "signature tensor")):
+                    tm = get(k)
+                    entry[kind][_str(tm.Name())] = self.tensor_name(int(tm.TensorIndex()), "signature")
+            out[_str(sd.SignatureKey()) or str(j)] = entry
+        return out
+
+    def tensor_name(self, i: int, what: str) -> str:
+        if i < 0 or i >= len(self.names):
+            raise self.fail(f"{what} refers to tensor index {i}, but the model has {len(self.names)} tensors")
+        return self.names[i]
+
+    # -- tensors -----------------------------------------------------------------------------
+    def tensor(self, t: Any, i: int, taken: dict[str, TensorInfo]) -> TensorInfo:
+        if t is None:
+            raise self.fail(f"malformed TFLite flatbuffer (tensor {i} is missing)")
+        src = _str(t.Name())
+        name = src if src and src not in taken else f"{src or 'tensor'}:{i}"
+        ttype = int(t.Type())
+        tname = _TYPE_NAMES.get(ttype)
+        if tname is None:
+            raise self.fail(f"tensor '{name}' (index {i}) has unknown type code {ttype}")
+        dtype = _DTYPES.get(tname, tname.lower())
+        shape = tuple(int(d) for d in _vec(t.ShapeAsNumpy()))
+        for d in shape:
+            if d < 0 or d >= MAX_DIM:
+                raise self.fail(f"tensor '{name}' has an invalid shape {list(shape)}")
+        n = int(np.prod(shape, dtype=np.float64)) if shape else 1
+        if n > MAX_ELEMENTS:
+            raise self.fail(f"tensor '{name}' has an absurd shape {list(shape)}")
+        sig = _vec(t.ShapeSignatureAsNumpy())
+        dims: tuple[int | None, ...] = shape
+        if len(sig) == len(shape) and len(sig):
+            dims = tuple(None if int(s) < 0 else d for s, d in zip(sig, shape))
+        quant = self.quant(t.Quantization(), name, shape)
+        const = self.const(int(t.Buffer()), name, tname, dtype, shape)
+        if dtype == "int4":
+            dtype = "int8"
+            self.int4.append(name)
+        layout = "NHWC" if len(shape) == 4 and const is None else None
+        return TensorInfo(name=name, shape=dims, dtype=dtype, quant=quant,
+                          const=const, layout=layout, source_name=src, index=i)
+
+    def quant(self, q: Any, name: str, shape: tuple[int, ...]) -> QuantParams | None:
+        if q is None:
+            return None
+        scale = _vec(q.ScaleAsNumpy())
+        if scale.size == 0:
+            return None
+        zp = _vec(q.ZeroPointAsNumpy())
+        if zp.size == 0:
+            zp = np.zeros(scale.size, np.int64)
+        if zp.size not in (1, scale.size):
+            raise self.fail(f"tensor '{name}' has {scale.size} scales but {zp.size} zero points")
+        axis = None
+        if scale.size > 1:
+            axis = int(q.QuantizedDimension())
+            if not 0 <= axis < len(shape) or shape[axis] != scale.size:
+                raise self.fail(f"tensor '{name}': {scale.size} per-channel scales do not match quantized "
+                                f"dimension {axis} of shape {list(shape)}")
+        return QuantParams(scale.astype(np.float32), zp.astype(np.int64), axis)
+
+    def const(self, b: int, name: str, tname: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray | None:
+        if b < 0 or b >= max(self.nbuf, 1):
+            raise self.fail(f"tensor '{name}' refers to buffer {b}, but the model has {self.nbuf} buffers")
+        if b == 0 or self.nbuf == 0:
+            return None
+        buf = self.model.Buffers(b)
+        if buf is None:
+            raise self.fail(f"malformed TFLite flatbuffer (buffer {b} is missing)")
+        off, size = int(buf.Offset()), int(buf.Size())
+        if off > 1:
+            if off + size > len(self.data):
+                raise self.fail(f"tensor '{name}': buffer {b} lies outside the file (offset {off}, size {size}, "
+                                f"file {len(self.data)} bytes)")
+            raw = np.frombuffer(self.data, np.uint8, count=size, offset=off)
+        else:
+            raw = _vec(buf.DataAsNumpy())
+            if raw.size == 0:
+                return None
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if dtype == "int4":
+            need = (n + 1) // 2
+            if raw.size != need:
+                raise self.fail(f"tensor '{name}': int4 buffer holds {raw.size} bytes, shape {list(shape)} "
+                                f"needs {need}")
+            lo = (raw.astype(np.int8) << 4) >> 4
+            hi = raw.astype(np.int8) >> 4
+            return np.stack([lo, hi], axis=-1).ravel()[:n].reshape(shape).astype(np.int8)
+        if dtype in ("string", "resource", "variant", "bfloat16"):
+            raise self.fail(f"tensor '{name}': constant of type {tname} is not supported")
+        dt = np.dtype(dtype).newbyteorder("<")
+        if raw.size != n * dt.itemsize:
+            raise self.fail(f"tensor '{name}': buffer {b} holds {raw.size} bytes, shape {list(shape)} of {dtype} "
+                            f"needs {n * dt.itemsize}")
+        return raw.view(dt).reshape(shape).astype(np.dtype(dtype))
+
+    # -- operators ---------------------------------------------------------------------------
+    def operator(self, op: Any, k: int) -> Node:
+        if op is None:
+            raise self.fail(f"malformed TFLite flatbuffer (operator {k} is missing)")
+        nops = self.model.OperatorCodesLength()
+        idx = int(op.OpcodeIndex())
+        if idx < 0 or idx >= nops:
+            raise self.fail(f"operator {k} refers to opcode {idx}, but the model has {nops} operator codes")
+        code = self.model.OperatorCodes(idx)
+        bcode = int(code.BuiltinCode())
+        ins = [("" if int(i) == -1 else self.tensor_name(int(i), f"operator {k} input")) for i in
+               _vec(op.InputsAsNumpy())]
+        outs = [("" if int(i) == -1 else self.tensor_name(int(i), f"operator {k} output")) for i in
+                _vec(op.OutputsAsNumpy())]
+        node_name = next((o for o in outs if o), f"op{k}")
+        if bcode == tflite.BuiltinOperator.CUSTOM:
+            custom = _str(code.CustomCode()) or "?"
+            return Node(node_name, f"Custom:{custom}", ins, outs, {}, source_op=f"CUSTOM:{custom}", index=k)
+        bname = BUILTIN_OPCODE2NAME.get(bcode)
+        if bname is None:
+            bname = f"BUILTIN_{bcode}"
+        opts: dict[str, Any] = {}
+        otype = int(op.BuiltinOptionsType())
+        if otype:
+            oname = _OPTION_NAMES.get(otype)
+            tab = op.BuiltinOptions()
+            if oname is not None and tab is not None and hasattr(tflite, oname):
+                opts = decode_options(getattr(tflite, oname), tab)
+        derived: list[TensorInfo] = []
+
+        def new_const(role: str, value: np.ndarray) -> str:
+            name = f"{node_name}#{role}"
+            arr = np.asarray(value)
+            derived.append(TensorInfo(name, tuple(arr.shape), arr.dtype.name, const=arr))
+            return name
+
+        def shape_of(name: str):
+            t = self.tensors.get(name)
+            return None if t is None else t.shape
+
+        def const_of(name: str):
+            t = self.tensors.get(name)
+            return None if t is None else t.const
+
+        ctx = OpContext(bname, node_name, opts, ins, outs, shape_of, const_of, new_const, self.where)
+        canon, new_ins, attrs = convert(ctx)
+        for t in derived:
+            self.tensors[t.name] = t
+        attrs = dict(attrs)
+        attrs.setdefault("op_version", int(code.Version()))
+        return Node(node_name, canon, new_ins, outs, attrs, source_op=bname, index=k)
+
+
+def _vec(v: Any) -> np.ndarray:
+    """flatbuffers returns 0 for an absent vector."""
+    return v if isinstance(v, np.ndarray) else np.zeros(0, np.int32)
+
+
+def _str(b: Any) -> str:
+    if b is None:
+        return ""
+    return b.decode("utf-8", errors="replace") if isinstance(b, (bytes, bytearray)) else str(b)

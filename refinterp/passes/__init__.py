@@ -1,0 +1,16 @@
+"""Graph passes a scheme can request (top-level ``graph_passes: [name, ...]``), applied by
+``Session`` before kernel resolution.  A pass maps a Graph to a new Graph (never mutates its input)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir import Graph
+from .qdq import fuse_qdq
+
+PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq}
+
+
+def apply_passes(graph: Graph, names: list[str]) -> Graph:
+    for name in names:
+        graph = PASSES[name](graph)
+    return graph

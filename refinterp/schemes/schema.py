@@ -1,0 +1,155 @@
+"""The scheme file schema: every key at every level is declared here; anything else is an error.
+
+Top level::
+
+    name: tflite-reference          # must match the file name when found by name
+    extends: _base-tflite-int        # optional parent scheme (files starting with "_" are not listed)
+    describes: text                  # the real backend this scheme mimics
+    backend_version: text            # the version of that backend it was checked against / describes
+    status: verified | documented    # verified = compared against the real runtime at 0 differences;
+                                     # documented = follows the cited source, not run
+    source: [text, ...]              # citations (file paths @ commit, issue numbers)
+    verified_against: text | [text]  # runtimes / test files used for ``status: verified``
+    notes: text
+    variants: [name, ...]            # kernel variants in order of preference
+    requant: REQUANT                 # defaults for every op
+    accumulator: ACCUMULATOR         # defaults for every op
+    ops: {CanonicalOp: OP}           # per-op settings (canonical names, refinterp/kernels/OPS.md)
+    nodes: {name-or-glob: OP}        # per-node overrides (see ``Scheme.for_node`` for precedence)
+    graph_passes: [name, ...]        # graph rewrites applied before kernel resolution, in order
+                                     # (names: refinterp/passes/__init__.py PASSES, e.g. fuse_qdq)
+
+REQUANT::
+
+    rounding: double | upward | single | mbqm64 | pot | float64_half_away | float32_half_even
+              (definitions: refinterp/quant/requant.py)
+    rounding64: an integer form for int64 accumulators (16x8 conv/FC with int64 bias; TFLite:
+              mbqm64); ignored when ``rounding`` is a float form
+
+ACCUMULATOR::
+
+    bits: 32 | 64                    # width of the integer accumulator
+    overflow: wrap | saturate        # what happens when the exact sum leaves that width
+
+OP (also the value of a ``nodes:`` entry)::
+
+    variants: [name, ...]            # overrides the scheme's list for this op / node
+    compute: int | float             # float = dequantize inputs, float32 kernel, quantize the output
+                                     # to the output tensor's params (a CPU float fallback)
+    requant: REQUANT
+    accumulator: ACCUMULATOR
+    impl: name                       # per-op implementation choice, validated by the kernel
+                                     # (e.g. AveragePool raw_q_average, Sigmoid lut | fixed_point)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import SchemeError
+from ..quant.requant import Rounding
+
+Check = Callable[[str, Any, str], None]
+
+
+def _fail(path: str, expected: str, got: Any, where: str) -> None:
+    raise SchemeError(f"key '{path}': expected {expected}, got {got!r}", where)
+
+
+def _str(path: str, v: Any, where: str) -> None:
+    if not isinstance(v, str):
+        _fail(path, "a string", v, where)
+
+
+def _str_list(path: str, v: Any, where: str) -> None:
+    if not (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+        _fail(path, "a non-empty list of strings", v, where)
+
+
+def _str_or_list(path: str, v: Any, where: str) -> None:
+    if isinstance(v, str):
+        return
+    if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+        _fail(path, "a string or a list of strings", v, where)
+
+
+def _enum(*values: Any) -> Check:
+    def check(path: str, v: Any, where: str) -> None:
+        if isinstance(v, bool) or v not in values:  # True == 1 must not pass as an int choice
+            _fail(path, "one of " + ", ".join(str(x) for x in values), v, where)
+    return check
+
+
+def _mapping(spec: dict[str, Check]) -> Check:
+    def check(path: str, v: Any, where: str) -> None:
+        if not isinstance(v, dict):
+            _fail(path, "a mapping", v, where)
+        for k, sub in v.items():
+            p = f"{path}.{k}" if path else str(k)
+            if k not in spec:
+                raise SchemeError(f"unknown key '{p}' (expected one of: {', '.join(sorted(spec))})", where)
+            spec[k](p, sub, where)
+    return check
+
+
+REQUANT: dict[str, Check] = {"rounding": _enum(*(r.value for r in Rounding)),
+                             "rounding64": _enum(*(r.value for r in Rounding if not r.is_float))}
+ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap", "saturate")}
+OP: dict[str, Check] = {
+    "variants": _str_list,
+    "compute": _enum("int", "float"),
+    "requant": _mapping(REQUANT),
+    "accumulator": _mapping(ACCUMULATOR),
+    "impl": _str,
+}
+
+
+def _op_map(known_ops: Callable[[], set[str]] | None) -> Check:
+    op_check = _mapping(OP)
+
+    def check(path: str, v: Any, where: str) -> None:
+        if not isinstance(v, dict):
+            _fail(path, "a mapping of canonical op names", v, where)
+        known = known_ops() if known_ops else None
+        for k, sub in v.items():
+            p = f"{path}.{k}"
+            if known is not None and k not in known:
+                raise SchemeError(f"key '{p}': unknown op '{k}' (not a canonical op with a registered "
+                                  f"kernel; see refinterp/kernels/OPS.md)", where)
+            op_check(p, {} if sub is None else sub, where)
+    return check
+
+
+def _node_map(path: str, v: Any, where: str) -> None:
+    if not isinstance(v, dict):
+        _fail(path, "a mapping of node names or glob patterns", v, where)
+    op_check = _mapping(OP)
+    for k, sub in v.items():
+        op_check(f"{path}.{k}", {} if sub is None else sub, where)
+
+
+def _graph_passes(path: str, v: Any, where: str) -> None:
+    from ..passes import PASSES  # lazy: the passes import the IR only
+
+    if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+        _fail(path, "a list of graph pass names", v, where)
+    for name in v:
+        if name not in PASSES:
+            raise SchemeError(f"key '{path}': unknown graph pass '{name}' (known: {', '.join(sorted(PASSES))})",
+                              where)
+
+
+def top_level(known_ops: Callable[[], set[str]] | None = None) -> dict[str, Check]:
+    return {
+        "name": _str, "extends": _str, "describes": _str, "backend_version": _str,
+        "status": _enum("verified", "documented"), "source": _str_or_list,
+        "verified_against": _str_or_list, "notes": _str, "variants": _str_list,
+        "requant": _mapping(REQUANT), "accumulator": _mapping(ACCUMULATOR),
+        "ops": _op_map(known_ops), "nodes": _node_map, "graph_passes": _graph_passes,
+    }
+
+
+def validate(data: Any, where: str, known_ops: Callable[[], set[str]] | None = None) -> None:
+    """Raise SchemeError naming ``where`` and the dotted key path of the first problem."""
+    if not isinstance(data, dict):
+        raise SchemeError("a scheme file must be a mapping at the top level", where)
+    _mapping(top_level(known_ops))("", data, where)

@@ -1,0 +1,139 @@
+"""Batched oracles for the TFLite integer conformance tests (many one-op models per child process).
+
+``run_batch(cases, backend)`` runs every ``(model_bytes, feeds)`` in ONE child Python (imports are
+the expensive part) and returns, per case, ``{tensor name: array}`` (every tensor that holds data:
+LiteRT ``BUILTIN_REF`` with ``experimental_preserve_all_tensors``; tflite-micro with
+``kPreserveAllTensors``) or an ``Aborted`` record when the oracle raised or killed the child.
+A child killed by a signal on case k is restarted at case k+1, and case k is reported as
+``Aborted`` with the signal: aborts are findings, never silently skipped.
+
+``compare(case_results, session_results)`` -> (compared tensors, differing elements, details).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BACKENDS = ("ref", "tflm")
+
+
+@dataclass
+class Aborted:
+    message: str
+
+
+def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, timeout: float = 300.0):
+    if backend not in BACKENDS:
+        raise ValueError(backend)
+    results: list = [None] * len(cases)
+    with tempfile.TemporaryDirectory(prefix="int_oracle_") as tmp:
+        d = Path(tmp)
+        for i, (model, feeds) in enumerate(cases):
+            (d / f"m{i}.tflite").write_bytes(bytes(model))
+            np.savez(d / f"in{i}.npz", **{f"a{j}": np.asarray(v) for j, v in enumerate(feeds.values())})
+            (d / f"in{i}.json").write_text(json.dumps(list(feeds)))
+        start = 0
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent),
+                                                                        os.environ.get("PYTHONPATH")])))
+        while start < len(cases):
+            proc = subprocess.run([sys.executable, "-c", "import _int_oracle as m, sys; m._child(*sys.argv[1:])",
+                                   str(d), backend, str(start), str(len(cases))],
+                                  capture_output=True, text=True, timeout=timeout, env=env)
+            done = start
+            while done < len(cases) and (d / f"done{done}").exists():
+                done += 1
+            for i in range(start, done):
+                err = d / f"err{i}.txt"
+                if err.exists():
+                    results[i] = Aborted(err.read_text())
+                else:
+                    with np.load(d / f"out{i}.npz", allow_pickle=False) as z:
+                        names = json.loads((d / f"out{i}.json").read_text())
+                        results[i] = {n: z[f"a{j}"] for j, n in enumerate(names)}
+            if done < len(cases) and proc.returncode != 0:
+                sig = proc.returncode
+                what = (f"killed by {signal.Signals(-sig).name}" if sig < 0 else f"exited with status {sig}")
+                tail = " | ".join(line for line in proc.stderr.strip().splitlines()[-3:] if line.strip())
+                results[done] = Aborted(f"{backend} oracle {what}: {tail}")
+                done += 1
+            elif done < len(cases):
+                raise RuntimeError(f"oracle child stopped at case {done} without error: {proc.stderr[-500:]}")
+            start = done
+    return results
+
+
+def _names(model: bytes) -> list[str]:
+    from ai_edge_litert import schema_py_generated as fb
+
+    m = fb.Model.GetRootAs(model, 0)
+    sg = m.Subgraphs(0)
+    return [sg.Tensors(i).Name().decode() for i in range(sg.TensorsLength())]
+
+
+def _run_ref(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
+    from litert_oracle import run_litert
+
+    return run_litert(model, feeds, "ref", preserve_all=True)
+
+
+def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model, arena_size=1 << 22,
+                                        intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors)
+    for j, v in enumerate(feeds.values()):  # feeds are given in the model's input order
+        it.set_input(np.ascontiguousarray(v), j)
+    it.invoke()
+    out = {}
+    for i, name in enumerate(_names(model)):
+        t = it.GetTensor(i, 0)
+        if isinstance(t, dict) and t.get("tensor_data") is not None:
+            out[name] = np.array(t["tensor_data"])
+    return out
+
+
+def _child(folder: str, backend: str, start: str, stop: str) -> None:
+    d = Path(folder)
+    run = _run_ref if backend == "ref" else _run_tflm
+    for i in range(int(start), int(stop)):
+        names = json.loads((d / f"in{i}.json").read_text())
+        with np.load(d / f"in{i}.npz", allow_pickle=False) as z:
+            feeds = {n: z[f"a{j}"] for j, n in enumerate(names)}
+        try:
+            res = run((d / f"m{i}.tflite").read_bytes(), feeds)
+            np.savez(d / f"out{i}.npz", **{f"a{j}": v for j, v in enumerate(res.values())})
+            (d / f"out{i}.json").write_text(json.dumps(list(res)))
+        except Exception as e:  # an error status from the oracle: a finding for that case
+            (d / f"err{i}.txt").write_text(f"{backend} oracle raised {type(e).__name__}: {e}")
+        (d / f"done{i}").write_text("")
+        sys.stdout.flush()
+
+
+def compare(oracle: dict[str, np.ndarray], ours: dict[str, np.ndarray]) -> tuple[int, int, list[str]]:
+    """Compare every tensor both sides hold (graph inputs and every op output)."""
+    tensors = diff = 0
+    notes = []
+    for name, v in ours.items():
+        if name not in oracle:
+            notes.append(f"{name}: missing in oracle")
+            continue
+        o = oracle[name]
+        tensors += 1
+        if o.shape != v.shape or o.dtype != v.dtype:
+            notes.append(f"{name}: oracle {o.dtype}{list(o.shape)} vs ours {v.dtype}{list(v.shape)}")
+            diff += max(o.size, v.size)
+            continue
+        n = int(np.count_nonzero(o != v))
+        if n:
+            i = int(np.flatnonzero(o.ravel() != v.ravel())[0])
+            notes.append(f"{name}: {n}/{o.size} differ (first at {i}: oracle {o.ravel()[i]} ours {v.ravel()[i]})")
+        diff += n
+    return tensors, diff, notes

@@ -1,0 +1,103 @@
+"""Small ONNX models built in code with onnx.helper (test helpers; weights from a seeded RNG)."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+
+class _Builder:
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.count = 0
+
+    def w(self, name: str, shape, scale: float = 0.3, dtype=np.float32, value=None) -> str:
+        arr = np.asarray(value, dtype) if value is not None else (self.rng.standard_normal(shape) * scale
+                                                                   ).astype(dtype)
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], n_out: int = 1, **attrs) -> str | list[str]:
+        self.count += 1
+        outs = [f"{op_type.lower()}_{self.count}" + (f"_{k}" if k else "") for k in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=f"{op_type}_{self.count}", **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def model(self, name: str, inputs, outputs, opset: int) -> ModelProto:
+        g = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="refinterp-tests")
+        m.ir_version = 8
+        return m
+
+
+def small_cnn(seed: int = 0) -> ModelProto:
+    """conv-bn-relu6, depthwise conv, 1x1 conv + hardswish, max/avg pool, resize, concat, GAP, gemm."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Conv", [x, b.w("c1_w", (8, 3, 3, 3)), b.w("c1_b", (8,), 0.1)], pads=[1, 1, 1, 1])
+    h = b.op("BatchNormalization", [h, b.w("bn_s", (8,), value=1 + 0.1 * b.rng.standard_normal(8)),
+                                    b.w("bn_b", (8,), 0.1), b.w("bn_m", (8,), 0.1),
+                                    b.w("bn_v", (8,), value=0.5 + b.rng.random(8))], epsilon=1e-3)
+    h = b.op("Clip", [h, b.w("zero", (), value=0.0), b.w("six", (), value=6.0)])
+    h = b.op("Conv", [h, b.w("dw_w", (8, 1, 3, 3)), b.w("dw_b", (8,), 0.1)], group=8, pads=[1, 1, 1, 1],
+             strides=[1, 1])
+    h = b.op("Relu", [h])
+    h = b.op("Conv", [h, b.w("pw_w", (16, 8, 1, 1))])
+    h = b.op("HardSwish", [h])
+    p = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    a = b.op("AveragePool", [p], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)
+    d = b.op("AveragePool", [p], kernel_shape=[2, 2], strides=[2, 2])
+    u = b.op("Resize", [d, "", b.w("scales", (4,), value=[1, 1, 2, 2])], mode="linear")
+    c = b.op("Concat", [a, u], axis=1)
+    g = b.op("GlobalAveragePool", [c])
+    f = b.op("Flatten", [g], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 32)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("small_cnn", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10]),
+                    helper.make_tensor_value_info(c, TensorProto.FLOAT, [1, 32, 8, 8])], opset=17)
+
+
+def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 16, heads: int = 2,
+                      vocab: int = 20) -> ModelProto:
+    """Token embedding (Gather) + positional add, pre-LN self-attention and MLP, residuals.
+
+    ``gelu="op"`` uses the Gelu op (opset 20); ``gelu="erf"`` spells it with Erf (opset 17).
+    """
+    b = _Builder(seed)
+    hd = dim // heads
+    ids = "tokens"
+    e = b.op("Gather", [b.w("embed", (vocab, dim), 0.5), ids], axis=0)
+    x0 = b.op("Add", [e, b.w("pos", (seq, dim), 0.1)])
+    ln1 = b.op("LayerNormalization", [x0, b.w("ln1_g", (dim,), value=1 + 0.1 * b.rng.standard_normal(dim)),
+                                      b.w("ln1_b", (dim,), 0.1)], axis=-1, epsilon=1e-5)
+
+    def heads_of(t: str, tag: str) -> str:
+        p = b.op("Add", [b.op("MatMul", [t, b.w(f"{tag}_w", (dim, dim))]), b.w(f"{tag}_b", (dim,), 0.1)])
+        r = b.op("Reshape", [p, b.w(f"{tag}_shape", (4,), dtype=np.int64, value=[1, seq, heads, hd])])
+        return b.op("Transpose", [r], perm=[0, 2, 1, 3])
+
+    q, k, v = heads_of(ln1, "q"), heads_of(ln1, "k"), heads_of(ln1, "v")
+    kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
+    s = b.op("Mul", [b.op("MatMul", [q, kt]), b.w("att_scale", (), value=1.0 / np.sqrt(hd))])
+    att = b.op("Softmax", [s], axis=-1)
+    o = b.op("Transpose", [b.op("MatMul", [att, v])], perm=[0, 2, 1, 3])
+    o = b.op("Reshape", [o, b.w("merge_shape", (3,), dtype=np.int64, value=[1, seq, dim])])
+    o = b.op("Add", [b.op("MatMul", [o, b.w("o_w", (dim, dim))]), b.w("o_b", (dim,), 0.1)])
+    x1 = b.op("Add", [x0, o])
+    ln2 = b.op("LayerNormalization", [x1, b.w("ln2_g", (dim,), value=np.ones(dim)), b.w("ln2_b", (dim,), 0.1)])
+    up = b.op("Add", [b.op("MatMul", [ln2, b.w("up_w", (dim, 2 * dim))]), b.w("up_b", (2 * dim,), 0.1)])
+    if gelu == "op":
+        act = b.op("Gelu", [up])
+    else:
+        erf = b.op("Erf", [b.op("Div", [up, b.w("sqrt2", (), value=np.sqrt(2.0))])])
+        act = b.op("Mul", [b.op("Mul", [up, b.w("half", (), value=0.5)]),
+                           b.op("Add", [erf, b.w("one", (), value=1.0)])])
+    down = b.op("MatMul", [act, b.w("down_w", (2 * dim, dim))])
+    b.op("Add", [x1, down])
+    b.nodes[-1].output[0] = "hidden"
+    return b.model(f"transformer_{gelu}", [helper.make_tensor_value_info(ids, TensorProto.INT64, [1, seq])],
+                   [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, seq, dim]),
+                    helper.make_tensor_value_info(att, TensorProto.FLOAT, [1, heads, seq, seq])],
+                   opset=20 if gelu == "op" else 17)
