@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
-from .errors import InputError, RefinterpError
+from .errors import InputError, ModelError, RefinterpError, ResourceError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup
@@ -172,15 +172,25 @@ class Session:
     def _exec_step(self, st: Step, args: list, timing: bool = False) -> dict[str, np.ndarray]:
         """Run one step's kernel (plus its fused activation) on ready arguments."""
         t0 = time.perf_counter() if timing else 0.0
-        outs = st.kernel.run(st.plan, *args)
-        if not isinstance(outs, (tuple, list)):
-            outs = (outs,)
-        if st.activation:
-            outs = tuple(apply_activation(o, st.activation) for o in outs)
-        if st.quantize_out:
-            named = [o for o in st.node.outputs if o]
-            outs = tuple(_quantize_output(o, self.graph.tensors[n]) if q else o
-                         for o, n, q in zip(outs, named, st.quantize_out))
+        try:
+            outs = st.kernel.run(st.plan, *args)
+            if not isinstance(outs, (tuple, list)):
+                outs = (outs,)
+            if st.activation:
+                outs = tuple(apply_activation(o, st.activation) for o in outs)
+            if st.quantize_out:
+                named = [o for o in st.node.outputs if o]
+                outs = tuple(_quantize_output(o, self.graph.tensors[n]) if q else o
+                             for o, n, q in zip(outs, named, st.quantize_out))
+        except RefinterpError:
+            raise
+        except MemoryError:  # a hostile model: shapes that only a kernel can compute
+            raise ResourceError(f"node '{st.node.name}' ({st.node.source_op or st.node.op}) ran out of memory",
+                                self.graph.path) from None
+        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError) as e:
+            first = (str(e).splitlines() or [""])[0][:200]
+            raise ModelError(f"node '{st.node.name}' ({st.node.source_op or st.node.op}) failed on its inputs "
+                             f"({type(e).__name__}: {first})", self.graph.path) from e
         if timing:
             self.timings[st.node.name] = self.timings.get(st.node.name, 0.0) + time.perf_counter() - t0
         return {name: np.asarray(v) for name, v in zip(st.node.outputs, outs) if name}

@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--format", dest="dump_format", metavar="FMT",
                    help="dump format (npy, npz, raw, polygraphy, ort, tflm, qnn, snpe, aimet, vitis); "
                         "detected when omitted")
+    p.add_argument("--runner", metavar="NAME", help="Polygraphy RunResults: the runner to compare (default the "
+                                                  "first one in the file)")
     p.add_argument("--inputs", metavar="IN.npz", help="the inputs given to the device (default: the "
                                                       "model inputs stored in the dump)")
     p.add_argument("--mapping", metavar="FILE", help="YAML/JSON {model tensor: dump tensor | null}")
@@ -64,7 +66,12 @@ def run(args) -> int:
     graph = load(args.model)
     policy = Policy.from_args(args.atol_lsb, args.atol, args.rtol)
     mapping = load_mapping(args.mapping) if args.mapping else None
-    dump = read_dump(args.against, args.dump_format)
+    if args.runner:
+        from ..dumps.polygraphy import read_polygraphy
+
+        dump = read_polygraphy(args.against, args.runner)
+    else:
+        dump = read_dump(args.against, args.dump_format)
     feeds = load_npz(args.inputs) if args.inputs else None
     if feeds is not None and len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:
         feeds = {graph.inputs[0]: next(iter(feeds.values()))}

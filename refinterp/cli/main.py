@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "ONNX and TFLite models.")
     p.add_argument("--version", action="version", version=f"refinterp {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--max-memory", metavar="SIZE", help="memory budget for tensors read or allocated, e.g. "
+                   "512M or 2G (default: REFINTERP_MAX_MEMORY, else half the RAM)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -37,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "max_memory", None):
+            from ..limits import set_max_memory
+
+            set_max_memory(args.max_memory)
         return int(args.func(args) or 0)
     except RefinterpError as e:
         if args.debug:

@@ -18,12 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import yaml
 
-from ..dumps.model import Dump, DumpTensor
 from ..errors import DumpError
 from ..ir import Graph
 
@@ -191,11 +189,3 @@ def fit_shape(arrays: list[np.ndarray], target: tuple[int, ...], mlayout: str | 
                 return None
             out.append(r)
     return Shaped(out, sorted(notes), layout_note[0] if layout_note else None)
-
-
-def lookup_dump_tensor(dump: Dump, name: str) -> DumpTensor:
-    return dump.tensors[name]
-
-
-def describe_match(model: str, dump_name: str, how: str) -> dict[str, Any]:
-    return {"model": model, "dump": dump_name, "how": how}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputError
-from .result import DIVERGED, DiffResult, TensorResult
+from .result import DiffResult, TensorResult
 
 # TFLite QuantizationDebugger's layer_statistics_dump column order, plus the tutorial's two columns
 CSV_COLUMNS = ["op_name", "tensor_idx", "num_elements", "stddev", "mean_error", "max_abs_error",
@@ -118,14 +118,3 @@ def to_model_explorer(res: DiffResult, metric: str = "nrmse") -> dict[str, Any]:
     return {"name": f"refinterp {metric} vs {Path(str(res.dump.get('path'))).name} "
                     f"[{res.scheme['name']}]" + (f", first divergence {fd.name}" if fd else ""),
             "results": results, "thresholds": preset}
-
-
-def first_divergence_line(res: DiffResult) -> str:
-    fd = res.first_divergence
-    if fd is None:
-        return "no divergence"
-    return f"first divergence: {fd.name} ({fd.op}, cause {fd.cause})"
-
-
-def diverged(res: DiffResult) -> list[TensorResult]:
-    return [t for t in res.tensors if t.status == DIVERGED]

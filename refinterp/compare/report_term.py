@@ -23,11 +23,30 @@ def _f(v, d: int = 3) -> str:
     return str(v)
 
 
+def _pct(frac) -> str:
+    """Exact-match fraction as a percentage that never rounds a mismatch up to 100%."""
+    if frac is None:
+        return "-"
+    if frac >= 1.0:
+        return "100%"
+    return f"{math.floor(frac * 10000) / 100:.2f}%"
+
+
+def _short(name: str, width: int = 44) -> str:
+    """Long TFLite names (';'-joined fused op names): keep both ends (full names are in --json)."""
+    if len(name) <= width:
+        return name
+    head = width // 2 - 1
+    return name[:head] + "…" + name[-(width - head - 1):]
+
+
 def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> None:
     from rich.console import Console
     from rich.table import Table
 
     con = console or Console()
+    if console is None and not con.is_terminal:  # pipes / CI logs: no 80-column squeeze
+        con = Console(width=170)
     s = res.scheme
     con.print(f"[bold]refinterp diff[/] {res.model} vs {res.dump.get('path')} ({res.dump.get('format')}, "
               f"{res.num_samples} sample(s)) · scheme [bold]{s.get('name')}[/] · refinterp {res.refinterp_version}")
@@ -46,18 +65,22 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
             keep |= set(range(max(0, k - 3), min(len(rows), k + 4)))
         rows = [(i, t) for i, t in rows if i in keep][:max_rows]
     t = Table(show_lines=False)
-    for c in ("#", "tensor", "op", "status", "cause", "exact", "max|ΔLSB|", "max abs", "cosine", "nRMSE",
-              "local", "local|ΔLSB|", "local nRMSE"):
-        t.add_column(c, overflow="fold")
+    for c in ("#", "tensor", "op", "status", "exact", "max|ΔLSB|", "max abs", "cosine", "nRMSE",
+              "local", "local|ΔLSB|"):
+        t.add_column(c, no_wrap=True)
     for i, r in rows:
         m, lm = r.metrics, r.local
         style = "red" if r.status == DIVERGED else ("dim" if r.status not in PASSING else None)
-        t.add_row(str(i), r.name, r.op, r.status, r.cause or "", _f(m.exact_fraction if m else None),
+        t.add_row(str(i), _short(r.name), r.op, r.status + (f" ({r.cause})" if r.cause else ""),
+                  _pct(m.exact_fraction if m else None),
                   _f(m.max_abs_lsb if m else None), _f(m.max_abs_error if m else None),
                   _f(m.cosine if m else None, 6), _f(m.nrmse if m else None), r.local_status or "-",
-                  _f(lm.max_abs_lsb if lm else None), _f(lm.nrmse if lm else None),
+                  _f(lm.max_abs_lsb if lm else None),
                   style=("bold red" if r is fd else style))
     con.print(t)
+    if len(rows) < len(res.tensors):
+        con.print(f"(showing {len(rows)} of {len(res.tensors)} tensors: diverging ones with their own local error "
+                  f"and the neighbourhood of the first divergence; --json/--html hold all)")
     counts = ", ".join(f"{k} {v}" for k, v in res.counts().items())
     con.print(f"{len(res.tensors)} model tensors ({counts}); {len(res.dump_only)} dump-only tensor(s)"
               + (f": {', '.join(res.dump_only[:8])}{' ...' if len(res.dump_only) > 8 else ''}"

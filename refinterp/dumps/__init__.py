@@ -1,7 +1,8 @@
 """Device dumps: readers for the common per-layer dump formats and refinterp's own ``.npy`` folder.
 
 ``read_dump(path, fmt=None)`` detects the format (see ``detect.py``); ``write_npy_dump`` writes
-refinterp's format.  Only ``onnx_tensorproto.py`` imports onnx (documented exception).
+refinterp's format.  Nothing here imports onnx: the ``*.tensorproto`` parser and the
+"every tensor an output" helper live in ``refinterp/loaders/onnx_dump_io.py``.
 """
 from .model import Dump, DumpTensor
 from .npydir import read_npy_dump, write_npy_dump

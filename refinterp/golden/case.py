@@ -23,6 +23,7 @@ FORMAT_NAME = "refinterp-golden"
 FORMAT_VERSION = 1
 CASE_FILE = "case.json"
 TENSORS_FILE = "tensors.npz"
+INDEX_FILE = "index.json"
 
 
 def sanitize(text: str, limit: int = 48) -> str:
@@ -168,14 +169,25 @@ def list_cases(root: str | Path) -> list[Path]:
 
 
 def prepare_out_dir(out: str | Path, overwrite: bool) -> Path:
-    """Create ``out``; refuse a non-empty folder unless ``overwrite`` (which empties it first)."""
+    """Create ``out``; refuse a non-empty folder unless ``overwrite``.
+
+    ``overwrite`` removes only earlier golden output (case folders holding a case.json, and
+    ``index.json``); a folder holding anything else is refused, so a mistyped --out cannot wipe it.
+    """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputError("exists and is not a folder", str(out))
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise OutputError("output folder is not empty (use --overwrite)", str(out))
-        for p in out.iterdir():
+            raise OutputError("output folder is not empty (use --overwrite to replace earlier golden cases)",
+                              str(out))
+        entries = list(out.iterdir())
+        foreign = [p.name for p in entries if not (p.name == INDEX_FILE or p.name.startswith(".")
+                                                   or (p.is_dir() and (p / CASE_FILE).is_file()))]
+        if foreign:
+            raise OutputError(f"refusing to overwrite: holds entries that are not golden cases "
+                              f"(e.g. '{foreign[0]}')", str(out))
+        for p in entries:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:

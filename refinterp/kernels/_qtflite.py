@@ -11,7 +11,6 @@ from ..errors import UnsupportedOpError
 from ..ir import Node, TensorInfo
 from ..quant import Rounding, requantize, round_half_away
 
-_INT_DTYPES = ("int8", "uint8", "int16", "int32")
 
 
 def where(node: Node) -> str:
@@ -39,6 +38,16 @@ def check_dtype(t: TensorInfo, node: Node, allowed: tuple[str, ...]) -> str:
         raise UnsupportedOpError(f"{where(node)}: tensor '{t.name}' has dtype {t.dtype}; the TFLite "
                                  f"integer kernel supports {', '.join(allowed)}")
     return t.dtype
+
+
+def checked_log2(scale) -> tuple[bool, int]:
+    """``CheckedLog2`` (float32, logf): (log2 within 1e-3 of an integer, rounded log2)."""
+    from ..quant.lut import logf
+
+    f32 = np.float32
+    l2 = f32(logf(scale) * f32(f32(1.0) / logf(2.0)))
+    r = f32(round_half_away(l2))
+    return bool(abs(float(f32(l2 - r))) < 1e-3), int(r)
 
 
 def quantize_bound(f: float, scale: np.float32, zp: int) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InputError, UnsupportedOpError
 from ..quant import gemmlowp, lut
 from ..quant.fixedpoint import quantize_multiplier, rdbp, round_half_away, srdhm16
-from ._qtflite import (check_dtype, impl, lookup, mbqm, qparams, qrange, quantize_bound, rounding,
+from ._qtflite import (check_dtype, checked_log2, impl, lookup, mbqm, qparams, qrange, quantize_bound, rounding,
                        where)
 from .registry import kernel
 
@@ -169,8 +169,7 @@ def _prepare_sigmoid_tanh(is_tanh: bool):
         ``impl: fixed_point`` = TFLM (gemmlowp logistic/tanh on a Q4.27 input)."""
         dtype, sx, zx, so, zo = _io(node, ctx)
         if dtype == "int16":
-            raise UnsupportedOpError(f"{where(node)}: int16 {node.op} (LiteRT sigmoid_table_uint16 "
-                                     f"interpolation) is not implemented")
+            return _prepare_int16_sigmoid_tanh(node, is_tanh, sx, zx, so, zo)
         if not is_tanh and (dtype == "int8" and float(so) != 1.0 / 256):
             raise UnsupportedOpError(f"{where(node)}: LOGISTIC int8 needs output scale 1/256 (got {so})")
         how = impl(ctx, ("lut", "fixed_point"), "lut")
@@ -191,6 +190,47 @@ def _prepare_sigmoid_tanh(is_tanh: bool):
         y = np.where(v <= -radius, -128, np.where(v >= radius, 127, y))
         return _plan(y, dtype, impl=how, input_multiplier=M, input_left_shift=lsh, input_range_radius=radius)
     return prepare
+
+
+def _prepare_int16_sigmoid_tanh(node, is_tanh: bool, sx, zx, so, zo):
+    """``reference_integer_ops::Logistic/Tanh`` (int16; LiteRT REF and TFLM): the input is brought
+    to the table scale 1/(3*4096) (power-of-two input scales: multiplier 3 << shift), then
+    sigmoid_table_uint16 is interpolated with 9 (Tanh: 8) fractional bits in uint32 arithmetic;
+    odd symmetry gives negative inputs."""
+    _need_zero_zp(node, "int16", zx, zo)
+    pot_out, log2_out = checked_log2(so)
+    if not pot_out or log2_out != -15:
+        raise UnsupportedOpError(f"{where(node)}: int16 {node.op} needs output scale 2^-15 (got {so})")
+    pot, log2_in = checked_log2(sx)
+    lsh = 12 + log2_in
+    pot = pot and (lsh in (0, 1) if is_tanh else lsh == 0)
+    if pot:
+        mult, lsh = 3 << lsh, 0
+    else:
+        m = float(sx) * 4096.0 * 3.0
+        lsh = 0
+        while m <= 32767.0 / 2.0 and lsh <= 30:
+            lsh += 1
+            m *= 2.0
+        mult = int(m)
+    x = _codes("int16")
+    rnd = (1 << (lsh - 1)) if lsh > 0 else 0
+    v = (x * mult + rnd) >> lsh
+    a = np.abs(v)
+    table = lut.sigmoid_table_uint16()
+    frac_bits = 8 if is_tanh else 9
+    uh = a >> frac_bits
+    idx = np.minimum(uh, 254)
+    ua, ub = table[idx], table[idx + 1]
+    interp = (ua << frac_bits) + (a & ((1 << frac_bits) - 1)) * (ub - ua)
+    if is_tanh:
+        r = np.where(uh >= 255, 0xFFFF << 8, interp)
+        r = np.where(v >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1) >> 8
+    else:
+        r = np.where(uh >= 255, 0x7FFF << 10, interp)
+        r = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1) >> 10
+    y = ((r + 32768) & 0xFFFF) - 32768  # static_cast<int16_t>
+    return _plan(y, "int16", input_multiplier=mult, input_left_shift=lsh)
 
 
 @kernel("Sigmoid", "tflite_ref", prepare=_prepare_sigmoid_tanh(False))

@@ -6,15 +6,12 @@ same element pairs).  All intermediate values are int32-valued (checked bounds i
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..quant.fixedpoint import (quantize_multiplier, quantize_multiplier_greater_than_one,
-                                quantize_multiplier_smaller_than_one_exp, rdbp, round_half_away,
-                                wrap_int32)
-from ._qtflite import activation_range, check_dtype, impl, mbqm, qparams, qrange, rounding, where
+                                quantize_multiplier_smaller_than_one_exp, rdbp, wrap_int32)
+from ._qtflite import activation_range, check_dtype, checked_log2, impl, mbqm, qparams, qrange, rounding, where
 from .registry import kernel
 
 _F = np.float32
@@ -30,13 +27,6 @@ def _binary_io(node, ctx, allowed):
     s2, z2 = qparams(ctx.inputs[1], node, "second input")
     so, zo = qparams(ctx.outputs[0], node, "output")
     return dt, s1, z1, s2, z2, so, zo
-
-
-def _checked_log2(scale: np.float32) -> tuple[bool, int]:
-    """``CheckedLog2`` (float32): (is a power of two within 1e-3 in log2, rounded log2)."""
-    l2 = _F(_F(math.log(float(scale))) * _F(1.0 / math.log(2.0)))
-    r = _F(round_half_away(l2))
-    return bool(abs(float(_F(l2 - r))) < 1e-3), int(r)
 
 
 def _smaller_than_one(node, d: float, what: str) -> tuple[int, int]:
@@ -59,7 +49,7 @@ def _prepare_add_sub(is_sub: bool):
         if dt == "int16":
             if z1 or z2 or zo:
                 raise UnsupportedOpError(f"{where(node)}: int16 needs zero points of 0")
-            pots = [_checked_log2(s) for s in (s1, s2, so)]
+            pots = [checked_log2(s) for s in (s1, s2, so)]
             # impl "general_int16" (TFLM): the power-of-two path does not exist there.
             pot_path = impl(ctx, ("pot_if_possible", "general_int16"), "pot_if_possible") == "pot_if_possible"
             if pot_path and node.attrs.get("pot_scale_int16", True) and all(p for p, _ in pots):
@@ -82,7 +72,7 @@ def _prepare_add_sub(is_sub: bool):
             Mo, eo = _smaller_than_one(node, ro, "output")
         return {"pot": False, "sub": is_sub, "left_shift": ls, "z1": z1, "z2": z2, "zo": zo,
                 "m1": M1, "e1": e1, "m2": M2, "e2": e2, "mo": Mo, "eo": eo, "clamp": (lo, hi),
-                "rounding": rounding(ctx), "dtype": dt}
+                "rounding": rounding(ctx).value, "dtype": dt}
     return prepare
 
 
@@ -117,7 +107,7 @@ def _prepare_mul(node, ctx):
     lo, hi = activation_range(node.attrs.get("activation"), so, zo, dt, node)
     M, s = quantize_multiplier(float(_F(_F(s1 * s2) / so)))
     return {"z1": z1, "z2": z2, "zo": zo, "m": M, "shift": s, "clamp": (lo, hi),
-            "rounding": rounding(ctx), "dtype": dt}
+            "rounding": rounding(ctx).value, "dtype": dt}
 
 
 def _run_mul(p, a, b):
@@ -139,7 +129,7 @@ def _prepare_sqdiff(node, ctx):
     ro = (twice_max * twice_max) / float(_F(_F(1 << 14) * so))
     Mo, eo = _smaller_than_one(node, ro, "output")
     return {"z1": z1, "z2": z2, "zo": zo, "m1": M1, "e1": e1, "m2": M2, "e2": e2, "mo": Mo, "eo": eo,
-            "rounding": rounding(ctx), "dtype": dt}
+            "rounding": rounding(ctx).value, "dtype": dt}
 
 
 def _run_sqdiff(p, a, b):

@@ -33,7 +33,7 @@ def _prepare_quantize(node, ctx):
     check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32"))
     sx, zx = qparams(ctx.inputs[0], node, "input")
     M, s = quantize_multiplier(float(sx) / float(so))
-    return {"float": False, "zx": zx, "zo": zo, "multiplier": M, "shift": s, "rounding": rounding(ctx),
+    return {"float": False, "zx": zx, "zo": zo, "multiplier": M, "shift": s, "rounding": rounding(ctx).value,
             "dtype": odt}
 
 
@@ -154,7 +154,7 @@ def _prepare_l2norm(node, ctx):
         raise UnsupportedOpError(f"{where(node)}: int8 L2_NORMALIZATION needs output scale 1/128, zp 0")
     if int(node.attrs.get("axis", -1)) not in (-1, len(ctx.inputs[0].shape or (0,)) - 1):
         raise UnsupportedOpError(f"{where(node)}: L2 normalisation over a non-last axis")
-    return {"zx": zx, "rounding": rounding(ctx)}
+    return {"zx": zx, "rounding": rounding(ctx).value}
 
 
 @kernel("L2Normalization", "tflite_ref", prepare=_prepare_l2norm)

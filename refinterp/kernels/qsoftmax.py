@@ -42,12 +42,12 @@ def _prepare(node, ctx):
         inv_lut = lut.lut_int16(1.0 / rng, -32768, 2.0 / rng, 0, lambda v: 1.0 / (1.0 + v), double=True)
         M, s = quantize_multiplier(float(np.float32(sx * beta)) / (10.0 / 65535.0))
         return {"int16": True, "exp_lut": exp_lut, "inv_lut": inv_lut, "multiplier": M, "shift": s,
-                "rounding": r, "dtype": odt}
+                "rounding": r.value, "dtype": odt}
     real = min(float(beta) * float(sx) * float(1 << 26), float((1 << 31) - 1))
     M, lsh = quantize_multiplier_greater_than_one(real)
     diff_min = -int(np.floor(31.0 * float(1 << 26) / float(1 << lsh)))
     return {"int16": False, "multiplier": M, "left_shift": lsh, "diff_min": diff_min,
-            "out_bits": np.iinfo(odt).bits, "out_min": qrange(odt)[0], "rounding": r, "dtype": odt}
+            "out_bits": np.iinfo(odt).bits, "out_min": qrange(odt)[0], "rounding": r.value, "dtype": odt}
 
 
 def _run_8bit(p, x):

@@ -15,8 +15,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, ModelProto, helper, numpy_helper
 
-from ..errors import ModelError
+from ..errors import ModelError, ResourceError
 from ..ir import Graph, Node, TensorInfo
+from ..limits import ABSURD_BYTES, check_alloc, element_count
 from .onnx_build import BuildContext
 from .onnx_external import load_external
 from .onnx_normalize import SPATIAL_OPS, normalize
@@ -79,7 +80,7 @@ def _np_dtype(elem_type: int) -> str:
         return "object"
 
 
-def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _value_info(vi: onnx.ValueInfoProto, where: str) -> TensorInfo:
     t = vi.type
     kind = t.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
@@ -87,8 +88,39 @@ def _value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+            _check_size(shape, _itemsize(tt.elem_type), f"tensor '{vi.name}'", where)
         return TensorInfo(vi.name, shape, _np_dtype(tt.elem_type))
     return TensorInfo(vi.name, None, "object")
+
+
+def _itemsize(elem_type: int) -> int:
+    try:
+        return max(int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize), 1)
+    except (KeyError, TypeError, ValueError):
+        return 1
+
+
+def _check_size(shape, itemsize: int, what: str, where: str) -> None:
+    """Declared dims non-negative, the size sane (ModelError) and within the memory budget (ResourceError)."""
+    for d in shape:
+        if d is not None and d < 0:
+            raise ModelError(f"{what} has a negative dimension in shape {list(shape)}", where)
+    n = element_count(shape, what, where)
+    if n * itemsize > ABSURD_BYTES:
+        raise ModelError(f"{what} has an absurd shape {list(shape)}", where)
+    check_alloc(n, itemsize, f"{what} (shape {list(shape)})", where)
+
+
+def _to_array(t: onnx.TensorProto, what: str, where: str) -> np.ndarray:
+    """numpy_helper.to_array after checking the data type, the dims and the budget."""
+    try:
+        np_dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+    except (KeyError, TypeError, ValueError):
+        raise ModelError(f"{what} has unknown data type {t.data_type}", where) from None
+    _check_size(tuple(int(d) for d in t.dims), max(np_dtype.itemsize, 1), what, where)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise ModelError(f"{what}: external data was not resolved", where)
+    return numpy_helper.to_array(t)
 
 
 def _const_info(name: str, arr: np.ndarray) -> TensorInfo:
@@ -100,7 +132,7 @@ def _constant_value(n: onnx.NodeProto, where: str) -> np.ndarray:
         raise ModelError(f"Constant node '{n.name or n.output[0]}' needs exactly one value attribute", where)
     a = n.attribute[0]
     if a.name == "value":
-        return numpy_helper.to_array(a.t)
+        return _to_array(a.t, f"Constant node '{n.name or n.output[0]}' value", where)
     if a.name == "value_float":
         return np.array(a.f, np.float32)
     if a.name == "value_floats":
@@ -123,9 +155,9 @@ def _attr(a: AttributeProto, where: str, outer: set[str], opsets: dict[str, int]
     if a.type == AttributeProto.GRAPHS:
         return [_convert_graph(g, where, outer, opsets) for g in a.graphs]
     if a.type == AttributeProto.TENSOR:
-        return numpy_helper.to_array(a.t)
+        return _to_array(a.t, f"attribute '{a.name}'", where)
     if a.type == AttributeProto.TENSORS:
-        return [numpy_helper.to_array(t) for t in a.tensors]
+        return [_to_array(t, f"attribute '{a.name}'", where) for t in a.tensors]
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
@@ -140,7 +172,10 @@ def convert_model(model: ModelProto, where: str, name: str = "model") -> Graph:
     inferred = _infer(model)
     try:
         g = _convert_graph(inferred.graph, where, set(), opsets)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+    except MemoryError:
+        raise ResourceError("out of memory while converting the ONNX graph", where) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError,
+            RecursionError, UnicodeDecodeError) as e:
         first = (str(e).splitlines() or [type(e).__name__])[0]
         raise ModelError(f"malformed ONNX model ({type(e).__name__}: {first})", where) from None
     g.name = model.graph.name or name
@@ -155,10 +190,10 @@ def convert_model(model: ModelProto, where: str, name: str = "model") -> Graph:
 def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dict[str, int]) -> Graph:
     ctx = BuildContext(where)
     for vi in list(gp.value_info) + list(gp.input) + list(gp.output):
-        ctx.tensors[vi.name] = _value_info(vi)
+        ctx.tensors[vi.name] = _value_info(vi, where)
     init_names = set()
     for t in gp.initializer:
-        arr = numpy_helper.to_array(t)
+        arr = _to_array(t, f"initializer '{t.name}'", where)
         declared = ctx.tensors.get(t.name)
         ctx.tensors[t.name] = _const_info(t.name, arr)
         if declared is not None and declared.dtype and declared.dtype != str(arr.dtype):

@@ -28,6 +28,11 @@ def read_tensorproto(path: str | Path) -> tuple[str, np.ndarray]:
         raise DumpError(f"not a serialized TensorProto ({e})", str(p)) from None
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise DumpError("tensor data is stored externally; not supported", str(p))
+    from ..limits import check_shape
+
+    if any(d < 0 for d in t.dims):
+        raise DumpError(f"tensor '{t.name}' has a negative dimension in {list(t.dims)}", str(p))
+    check_shape(list(t.dims), 1, f"tensor '{t.name}'", str(p))
     try:
         a = numpy_helper.to_array(t)
     except Exception as e:
@@ -48,10 +53,15 @@ def model_with_all_outputs(path: str | Path) -> tuple[bytes, list[str]]:
     """Model bytes whose graph outputs are every node output (in execution order), and that list."""
     import onnx
 
+    from .onnx import parse_model
+    from .onnx_external import load_external
+
     try:
-        m = onnx.load(str(path))
-    except Exception as e:
-        raise ModelError(f"cannot load ONNX model ({e})", str(path)) from None
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read ({e.strerror or e})", str(path)) from None
+    m = parse_model(data, str(path))
+    load_external(m, Path(path).parent, str(path))  # validated locations only; onnx.load would follow any
     g = m.graph
     have = {o.name for o in g.output}
     names: list[str] = [i.name for i in g.input if i.name not in {x.name for x in g.initializer}]

@@ -14,6 +14,7 @@ from typing import Iterator
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
 from ..errors import ModelError
+from ..limits import check_alloc
 
 
 def _graph_tensors(g: GraphProto) -> Iterator[TensorProto]:
@@ -89,6 +90,7 @@ def load_external(model: ModelProto, base: Path | None, where: str) -> None:
         if offset < 0 or offset > size or (length >= 0 and offset + length > size):
             raise ModelError(f"tensor '{t.name}': external data range (offset {offset}, length {length}) "
                              f"lies outside '{location}' ({size} bytes)", where)
+        check_alloc(size - offset if length < 0 else length, 1, f"tensor '{t.name}': external data", where)
         with open(path, "rb") as f:
             f.seek(offset)
             data = f.read() if length < 0 else f.read(length)

@@ -26,8 +26,9 @@ import numpy as np
 import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
 
-from ..errors import ModelError, RefinterpError
+from ..errors import ModelError, RefinterpError, ResourceError
 from ..ir import Graph, Node, QuantParams, TensorInfo
+from ..limits import ABSURD_BYTES, check_shape, element_count
 from .tflite_ops import OpContext, convert, decode_options
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
@@ -38,7 +39,7 @@ _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8"
 _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
 _OPTION_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
 MAX_DIM = 1 << 31
-MAX_ELEMENTS = 1 << 40
+_ITEMSIZE = {"int4": 1, "string": 1, "resource": 1, "variant": 1, "bfloat16": 2}
 
 
 def load_tflite(path: Path) -> Graph:
@@ -56,8 +57,10 @@ def load_tflite(path: Path) -> Graph:
         return _Reader(data, where).graph(path)
     except RefinterpError:
         raise
+    except MemoryError:
+        raise ResourceError("out of memory while reading the TFLite flatbuffer", where) from None
     except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError,
-            AttributeError, KeyError, MemoryError) as e:
+            AttributeError, KeyError, ZeroDivisionError, RecursionError) as e:
         raise ModelError(f"malformed TFLite flatbuffer ({type(e).__name__}: {e})", where) from None
 
 
@@ -145,9 +148,12 @@ class _Reader:
         for d in shape:
             if d < 0 or d >= MAX_DIM:
                 raise self.fail(f"tensor '{name}' has an invalid shape {list(shape)}")
-        n = int(np.prod(shape, dtype=np.float64)) if shape else 1
-        if n > MAX_ELEMENTS:
-            raise self.fail(f"tensor '{name}' has an absurd shape {list(shape)}")
+        itemsize = _ITEMSIZE.get(dtype) or _itemsize(dtype)
+        if itemsize is None:
+            raise self.fail(f"tensor '{name}' (index {i}) has unsupported type {tname}")
+        if element_count(shape, name, self.where) * itemsize > ABSURD_BYTES:
+            raise self.fail(f"tensor '{name}' (index {i}) has an absurd shape {list(shape)}")
+        check_shape(shape, itemsize, f"tensor '{name}' (index {i})", self.where)
         sig = _vec(t.ShapeSignatureAsNumpy())
         dims: tuple[int | None, ...] = shape
         if len(sig) == len(shape) and len(sig):
@@ -198,7 +204,9 @@ class _Reader:
             raw = _vec(buf.DataAsNumpy())
             if raw.size == 0:
                 return None
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        n = 1
+        for d in shape:
+            n *= d
         if dtype == "int4":
             need = (n + 1) // 2
             if raw.size != need:
@@ -266,6 +274,13 @@ class _Reader:
         attrs = dict(attrs)
         attrs.setdefault("op_version", int(code.Version()))
         return Node(node_name, canon, new_ins, outs, attrs, source_op=bname, index=k)
+
+
+def _itemsize(dtype: str) -> int | None:
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return None
 
 
 def _vec(v: Any) -> np.ndarray:

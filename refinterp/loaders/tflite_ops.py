@@ -161,8 +161,9 @@ def _pool(op: str) -> Callable[[OpContext], Result]:
         a = _spatial(ctx, {"kernel_shape": _hw(ctx, "filter_height", "filter_width")})
         if op == "AveragePool":
             a["count_include_pad"] = 0
-        if op == "LpPool":
+        if op == "LpPool":  # TFLite L2_POOL_2D: sqrt of the MEAN of squares over the in-bounds cells
             a["p"] = 2
+            a["mean"] = 1
         return op, list(ctx.inputs), a
     return conv
 

@@ -26,7 +26,7 @@ _f32 = np.float32
 def _load_libm():
     name = ctypes.util.find_library("m") or "libm.so.6"
     lib = ctypes.CDLL(name)
-    for fn in ("expf", "tanhf", "erfcf", "sqrtf"):
+    for fn in ("expf", "tanhf", "erfcf", "sqrtf", "logf"):
         f = getattr(lib, fn)
         f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
     for fn in ("exp",):
@@ -52,6 +52,10 @@ def erfcf(x) -> np.float32:
 
 def sqrtf(x) -> np.float32:
     return _f32(_LIBM.sqrtf(float(x)))
+
+
+def logf(x) -> np.float32:
+    return _f32(_LIBM.logf(float(x)))
 
 
 def exp_double(x) -> float:
@@ -140,6 +144,24 @@ def lut_int16(in_scale: float, in_zp: int, out_scale: float, out_zp: int,
         lut[i] = int(min(max(F(sample - bias), tmin), tmax))
     lut[steps] = int(min(max(rnd(F(fn(in_max)) * inv), tmin), tmax))
     return lut
+
+
+def sigmoid_table_uint16() -> np.ndarray:
+    """The 256-entry sigmoid(i/24) table in 0.16 format used by LiteRT / TFLM int16
+    LOGISTIC and TANH (``reference_integer_ops``), generated: entry i (i < 255) is
+    round(s(i) - (interpolated midpoint - s(i + 1/2)) / 2) with s(t) = 65536 * sigmoid(t/24),
+    i.e. the sample biased by half the linear-interpolation error at the midpoint (ties away);
+    the last entry is the full-scale 65535 (inputs at or beyond it saturate in the kernels)."""
+    i = np.arange(256, dtype=np.float64)
+
+    def s(t):
+        return 65536.0 / (1.0 + np.exp(-t / 24.0))
+
+    v = s(i)
+    corr = ((s(i + 1) + v) / 2 - s(i + 0.5)) / 2
+    out = round_half_away(v - corr).astype(np.int64)
+    out[255] = 65535
+    return np.minimum(out, 65535)
 
 
 def lut_lookup_int16(values, lut: np.ndarray) -> np.ndarray:

@@ -124,6 +124,23 @@ def _has_quantized_int_output(node, graph) -> bool:
     return False
 
 
+def _is_float_node(node, graph) -> bool:
+    """No quantized integer activation in or out: a float op inside a quantized model (e.g. the
+    DEQUANTIZE -> NEG -> QUANTIZE islands converters leave, or a whole float model).  Quantized
+    constant inputs (hybrid weights) do not count."""
+    if graph is None:
+        return False
+    def live(names):
+        return [t for t in (graph.tensors.get(n) for n in names if n) if t is not None and t.const is None]
+
+    ins, outs = live(node.inputs), live(node.outputs)
+    if any(t.quant is not None and t.dtype.startswith(("int", "uint")) for t in ins + outs):
+        return False
+    # integer in, integer out with no quantization (MatMulInteger, ConvInteger...): integer compute
+    return not (any(t.dtype.startswith(("int", "uint")) for t in ins)
+                and any(t.dtype.startswith(("int", "uint")) for t in outs))
+
+
 @dataclass
 class NodeChoice:
     variants: list[str]
@@ -174,6 +191,8 @@ class Scheme:
             variants = ["float"]
         elif variants != ["float"] and _has_quantized_int_output(node, graph):
             variants = [v for v in variants if v != "float"]
+        elif "float" in variants and _is_float_node(node, graph):
+            variants = ["float"] + [v for v in variants if v != "float"]
         return NodeChoice(variants, settings)
 
     def resolved(self) -> dict[str, Any]:

@@ -25,6 +25,10 @@ REQUANT::
               (definitions: refinterp/quant/requant.py)
     rounding64: an integer form for int64 accumulators (16x8 conv/FC with int64 bias; TFLite:
               mbqm64); ignored when ``rounding`` is a float form
+    channel_block: N                 # vectorised channel blocks (LiteRT OPT DepthwiseConv / TransposeConv
+                                     # 8, MEAN spatial fast path 16): channels c < N*floor(C/N) use
+    block_rounding: an integer form  # ``block_rounding``, the C mod N tail channels ``rounding``
+                                     # (int32 accumulators only; both keys must be given together)
 
 ACCUMULATOR::
 
@@ -40,6 +44,9 @@ OP (also the value of a ``nodes:`` entry)::
     accumulator: ACCUMULATOR
     impl: name                       # per-op implementation choice, validated by the kernel
                                      # (e.g. AveragePool raw_q_average, Sigmoid lut | fixed_point)
+    delegate: OP                     # settings used when a delegate variant (``xnn``) accepts the
+                                     # node; the op's other settings apply when it falls back to
+                                     # the built-in kernels (e.g. XNNPACK fp32 requantization)
 """
 from __future__ import annotations
 
@@ -91,8 +98,15 @@ def _mapping(spec: dict[str, Check]) -> Check:
     return check
 
 
+def _pos_int(path: str, v: Any, where: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        _fail(path, "a positive integer", v, where)
+
+
 REQUANT: dict[str, Check] = {"rounding": _enum(*(r.value for r in Rounding)),
-                             "rounding64": _enum(*(r.value for r in Rounding if not r.is_float))}
+                             "rounding64": _enum(*(r.value for r in Rounding if not r.is_float)),
+                             "channel_block": _pos_int,
+                             "block_rounding": _enum(*(r.value for r in Rounding if not r.is_float))}
 ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap", "saturate")}
 OP: dict[str, Check] = {
     "variants": _str_list,
@@ -101,6 +115,7 @@ OP: dict[str, Check] = {
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,
 }
+OP["delegate"] = _mapping(dict(OP))  # the delegate's own settings (no nested delegate)
 
 
 def _op_map(known_ops: Callable[[], set[str]] | None) -> Check:

@@ -11,7 +11,8 @@ import numpy as np
 import refinterp
 from tests.conformance._int_oracle import Aborted, compare, run_batch
 
-SCHEME_OF = {"ref": "tflite-reference", "tflm": "tflite-micro"}
+SCHEME_OF = {"ref": "tflite-reference", "tflm": "tflite-micro", "opt": "tflite-optimized",
+             "xnnpack": "tflite-xnnpack"}
 
 
 @dataclass
@@ -37,8 +38,9 @@ class Outcome:
                 f"{self.differing} differing, {len(self.aborted)} oracle aborts")
 
 
-def run_cases(cases: list[Case], backend: str) -> Outcome:
-    oracle = run_batch([(c.model, c.feeds) for c in cases], backend)
+def run_cases(cases: list[Case], backend: str, scheme: str | None = None, oracle=None) -> Outcome:
+    """``scheme`` defaults to SCHEME_OF[backend]; ``oracle`` = precomputed run_batch results."""
+    oracle = run_batch([(c.model, c.feeds) for c in cases], backend) if oracle is None else oracle
     out = Outcome()
     with tempfile.TemporaryDirectory(prefix="int_conf_") as tmp:
         for i, (c, res) in enumerate(zip(cases, oracle)):
@@ -48,7 +50,7 @@ def run_cases(cases: list[Case], backend: str) -> Outcome:
                 continue
             p = Path(tmp) / f"c{i}.tflite"
             p.write_bytes(c.model)
-            sess = refinterp.Session(refinterp.load(p), SCHEME_OF[backend])
+            sess = refinterp.Session(refinterp.load(p), scheme or SCHEME_OF[backend])
             ours = sess.run(c.feeds, capture="all")
             t, d, notes = compare(res, ours)
             out.tensors += t

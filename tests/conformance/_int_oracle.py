@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-BACKENDS = ("ref", "tflm")
+BACKENDS = ("ref", "tflm", "opt", "xnnpack")
 
 
 @dataclass
@@ -84,6 +84,29 @@ def _run_ref(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
     return run_litert(model, feeds, "ref", preserve_all=True)
 
 
+DELEGATED_KEY = "__delegated_ops__"  # xnnpack backend: one uint8 flag per node of the model
+
+
+def _run_litert(resolver: str):
+    """opt / xnnpack: LiteRT with preserve_all_tensors.  For xnnpack the result also holds
+    ``DELEGATED_KEY``: flag i is 1 when node i ended up inside a DELEGATE node."""
+    def run(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
+        from ai_edge_litert.interpreter import Interpreter
+        from litert_oracle import _resolver_type, run_litert
+
+        res = run_litert(model, feeds, resolver, preserve_all=True)
+        if resolver == "xnnpack":
+            it = Interpreter(model_content=bytes(model), num_threads=1,
+                             experimental_op_resolver_type=_resolver_type(resolver),
+                             experimental_preserve_all_tensors=True)
+            ops = it._get_ops_details()
+            delegated = {tuple(o["outputs"]) for o in ops if o["op_name"] == "DELEGATE"}
+            plain = [o for o in ops if o["op_name"] != "DELEGATE"]
+            res[DELEGATED_KEY] = np.array([tuple(o["outputs"]) in delegated for o in plain], np.uint8)
+        return res
+    return run
+
+
 def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
     from tflite_micro.python.tflite_micro import runtime
 
@@ -102,7 +125,7 @@ def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
 
 def _child(folder: str, backend: str, start: str, stop: str) -> None:
     d = Path(folder)
-    run = _run_ref if backend == "ref" else _run_tflm
+    run = {"ref": _run_ref, "tflm": _run_tflm}.get(backend) or _run_litert(backend)
     for i in range(int(start), int(stop)):
         names = json.loads((d / f"in{i}.json").read_text())
         with np.load(d / f"in{i}.npz", allow_pickle=False) as z:

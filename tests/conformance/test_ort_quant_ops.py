@@ -305,3 +305,40 @@ def test_quantize_linear(tmp_path, case, scheme, oracle):
     m, path = _model(tmp_path, "QuantizeLinear", {"x": x}, inits, [("y", _NP2ONNX[np.dtype(dt)])],
                      _inputs=["x", "s", "z"], axis=1)
     _check(m, path, {"x": x}, scheme, oracle)
+
+
+@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
+@pytest.mark.parametrize("scheme,oracle", [("onnxruntime-cpu", "ort"), ("onnx-reference", "ref")])
+def test_qlinear_exact_ties_and_large_acc(tmp_path, case, op, scheme, oracle):
+    """Small accumulators times a power-of-two multiplier give exact .5 ties (ORT: RNE then + odd zp;
+    onnx.reference: RNE of (v + zp)); Conv case 3: acc ~ 2^25 + 2^17 (a tie after x 2^-18), where
+    f32(acc) rounds to a multiple of 4 (ORT) and the float64 product does not (reference)."""
+    rng = np.random.default_rng(110 + case)
+    zx, zy = [(128, 1), (100, 3), (7, 127), (128, 0 if op == "QLinearConv" else 5)][case]
+    mult_exp = [-1, -1, -2, -18][case]
+    if op == "QLinearConv":
+        x = (zx + rng.integers(-3, 4, (1, 3, 6, 6))).astype(np.uint8)
+        w = rng.integers(-2, 3, (4, 3, 3, 3)).astype(np.int8)
+        bias = rng.integers(-8, 8, 4).astype(np.int32)
+        names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]
+        extra = {"pads": [1, 1, 1, 1]}
+    else:
+        x = (zx + rng.integers(-3, 4, (4, 16))).astype(np.uint8)
+        w = rng.integers(-2, 3, (16, 5)).astype(np.int8)
+        bias = None
+        names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+        extra = {}
+    if case == 3 and op == "QLinearConv":
+        # acc = T + small with T = 2^25 + 2^17: T * 2^-18 = 128.5 exactly; f32(acc) is a multiple of 4
+        x = (zx + rng.integers(-1, 2, x.shape)).astype(np.uint8)
+        w = rng.integers(-1, 2, w.shape).astype(np.int8)
+        bias = np.full(4, (1 << 25) + (1 << 17), np.int32)
+    elif case == 3:
+        mult_exp = -3
+    inits = {"xs": np.float32(1.0), "xz": np.uint8(zx), "w": w, "ws": np.float32(2.0 ** mult_exp),
+             "wz": np.int8(0), "ys": np.float32(1.0), "yz": np.uint8(zy)}
+    if op == "QLinearConv":
+        inits["b"] = bias
+    m, path = _model(tmp_path, op, {"x": x}, inits, [("y", TensorProto.UINT8)], _inputs=names, **extra)
+    _check(m, path, {"x": x}, scheme, oracle)

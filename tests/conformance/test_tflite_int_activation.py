@@ -32,7 +32,8 @@ def _cases() -> list[Case]:
         add(f"relu-int8-{k}", unary("RELU", "int8", (s, z), (s * 0.7, -100 + 20 * k), x8), "Relu", ("ref", "tflm"))
         add(f"relu6-int8-{k}", unary("RELU6", "int8", (s, z), (6 / 255 * (1 + k), -128), x8), "Relu6",
             ("ref", "tflm"))
-        add(f"relun1to1-int8-{k}", unary("RELU_N1_TO_1", "int8", (s, z), (1 / 127, 3 * k), x8), "ReluN1To1", ("ref", "tflm"),
+        add(f"relun1to1-int8-{k}", unary("RELU_N1_TO_1", "int8", (s, z), (1 / 127, 3 * k), x8), "ReluN1To1",
+            ("ref", "tflm"),
             tflm_gap="tflite_micro has no RELU_N1_TO_1 kernel (allocate_tensors fails)")
         add(f"leakyrelu-int8-{k}", unary("LEAKY_RELU", "int8", (s, z), (s * 1.3, z // 3), x8,
                                          options={"alpha": [0.1, 0.2, 0.01, 0.3, 0.125, 0.7][k]}), "LeakyRelu",
@@ -51,6 +52,11 @@ def _cases() -> list[Case]:
     add("relu-int8-upscale", unary("RELU", "int8", (0.2, 5), (0.01, -128), x8), "Relu")
     add("leakyrelu-int8-negalpha", unary("LEAKY_RELU", "int8", (0.05, 0), (0.05, 0), x8,
                                          options={"alpha": -0.5}), "LeakyRelu")
+    # int16 LOGISTIC / TANH: power-of-two input scales (multiplier 3 << shift) and general scales
+    for k, s in enumerate([2.0 ** -12, 2.0 ** -11, 3e-4, 1e-3, 2.5e-5, 0.01]):
+        add(f"logistic-int16-{k}", unary("LOGISTIC", "int16", (s, 0), (1 / 32768, 0), x16), "Sigmoid",
+            ("ref", "tflm"))
+        add(f"tanh-int16-{k}", unary("TANH", "int16", (s, 0), (1 / 32768, 0), x16), "Tanh", ("ref", "tflm"))
     # int16
     for k, s in enumerate([1 / 2048, 3e-4, 0.01]):
         add(f"relu-int16-{k}", unary("RELU", "int16", (s, 0), (s * 0.6, 0), x16), "Relu", ("ref", "tflm"))
@@ -58,7 +64,8 @@ def _cases() -> list[Case]:
         add(f"leakyrelu-int16-{k}", unary("LEAKY_RELU", "int16", (s, 0), (s * 1.1, 0), x16,
                                           options={"alpha": 0.2}), "LeakyRelu", ("ref", "tflm"))
         add(f"gelu-int16-{k}", unary("GELU", "int16", (s, 0), (s * 0.8, 0), x16,
-                                     options={"approximate": k == 1}), "Gelu", ("ref", "tflm"))
+                                     options={"approximate": k == 1}), "Gelu", ("ref", "tflm"),
+            tflm_gap="tflite_micro rejects int16 GELU (allocate_tensors fails)")
         add(f"rsqrt-int16-{k}", unary("RSQRT", "int16", (s, 0), (0.01 * (k + 1), 0),
                                       np.clip(np.abs(x16.astype(np.int32)), 0, 32767).astype(np.int16)), "Rsqrt",
             ("ref", "tflm"))

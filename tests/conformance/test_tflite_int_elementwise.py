@@ -48,6 +48,12 @@ def _cases() -> list[Case]:
         add(f"mul-int8-{k}-{act}", binary("MUL", "int8", *qm, a, b, {"fused_activation": act}), "Mul")
         qd = ((s1, z1), (s2, z2), (max(s1, s2) ** 2 * [50, 120, 30, 80, 20, 64][k], zo))
         add(f"sqdiff-int8-{k}", binary("SQUARED_DIFFERENCE", "int8", *qd, a, b), "SquaredDifference")
+    # uint8 (legacy asymmetric type; LiteRT only)
+    ua, ub = _all_pairs("uint8")
+    qu = ((0.03, 128), (0.011, 3), (0.04, 120))
+    add("add-uint8", binary("ADD", "uint8", *qu, ua, ub, {"fused_activation": "RELU"}), "Add", ("ref",))
+    add("sub-uint8", binary("SUB", "uint8", *qu, ua, ub), "Sub", ("ref",))
+    add("mul-uint8", binary("MUL", "uint8", (0.03, 128), (0.011, 3), (0.003, 100), ua, ub), "Mul", ("ref",))
     # broadcast shapes (4-D, both sides broadcasting) with random data
     for k, (sa, sb) in enumerate([((2, 1, 5, 3), (1, 4, 1, 3)), ((1, 3, 4, 1), (2, 1, 1, 6)),
                                   ((3, 1, 1, 1), (1, 2, 2, 7))]):

@@ -37,13 +37,18 @@ def _cases() -> list[Case]:
     x8 = np.concatenate([codes("int8").reshape(4, 64), rand(rng, (6, 64), "int8"),
                          np.full((1, 64), 127, np.int8), np.full((1, 64), -128, np.int8)])
     for k, (s, z, beta) in enumerate([(0.1, 0, 1.0), (0.02, -30, 1.0), (0.5, 10, 0.7), (1e-3, 0, 1.0),
-                                      (0.25, -128, 2.0), (4.0, 3, 1.0)]):
+                                      (0.25, -128, 2.0), (4.0, 3, 1.0), (40.0, 0, 2.0)]):
         add(f"softmax-int8-{k}", unary("SOFTMAX", "int8", (s, z), (1 / 256, -128), x8, {"beta": beta}), "Softmax")
     add("softmax-int8-depth1000", unary("SOFTMAX", "int8", (0.05, 0), (1 / 256, -128),
                                         rand(rng, (2, 1000), "int8")), "Softmax")
+    add("softmax-int8-4d", unary("SOFTMAX", "int8", (0.08, -3), (1 / 256, -128), rand(rng, (1, 2, 3, 40), "int8")),
+        "Softmax")
+    add("softmax-uint8", unary("SOFTMAX", "uint8", (0.06, 128), (1 / 256, 0), codes("uint8").reshape(4, 64)),
+        "Softmax", ("ref",))
     add("softmax-int8-to-int16", unary("SOFTMAX", "int8", (0.07, 5), (1 / 65536, -32768), x8, out_dtype="int16"),
         "Softmax")
-    x16 = np.concatenate([np.linspace(-32768, 32767, 256).round().astype(np.int16).reshape(4, 64), rand(rng, (4, 64), "int16")]).astype(np.int16)
+    sweep16 = np.linspace(-32768, 32767, 256).round().astype(np.int16).reshape(4, 64)
+    x16 = np.concatenate([sweep16, rand(rng, (4, 64), "int16")]).astype(np.int16)
     for k, s in enumerate([1e-3, 4e-4, 0.01]):
         add(f"softmax-int16-{k}", unary("SOFTMAX", "int16", (s, 0), (1 / 32768, 0), x16), "Softmax")
     # QUANTIZE float -> int: ties (exact .5 multiples), extremes, NaN-free large values

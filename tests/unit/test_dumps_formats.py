@@ -152,3 +152,19 @@ def test_per_sample_subfolders_and_unknown(tmp_path):
         read_dump(tmp_path / "empty")
     with pytest.raises(DumpError):
         read_dump(tmp_path / "s0", "nope")
+
+
+def test_polygraphy_runner_selection(tmp_path):
+    from refinterp.dumps.polygraphy import read_polygraphy, write_polygraphy
+
+    write_polygraphy(tmp_path / "a.json", [{"t": np.zeros(2)}], "first")
+    doc = json.loads((tmp_path / "a.json").read_text())
+    second = json.loads(json.dumps(doc["lst"][0]))
+    second[0] = "second"
+    second[1][0]["outputs"]["t"]["values"]["array"] = doc["lst"][0][1][0]["outputs"]["t"]["values"]["array"]
+    doc["lst"].append(second)
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    assert read_polygraphy(tmp_path / "b.json").meta["runners"] == ["first", "second"]
+    assert read_polygraphy(tmp_path / "b.json", "second").meta["runner"] == "second"
+    with pytest.raises(DumpError, match="no runner"):
+        read_polygraphy(tmp_path / "b.json", "third")

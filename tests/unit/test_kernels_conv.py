@@ -190,7 +190,7 @@ def test_transpose_conv_vs_litert(padding, stride, in_hw, out_hw, k):
 
 # ---- randomized geometry ---------------------------------------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
@@ -233,3 +233,30 @@ def test_conv_errors_name_the_node():
         run_kernel("Conv", [x, np.zeros((2, 2, 3, 3), np.float32)], {})
     with pytest.raises(ModelError, match="auto_pad"):
         run_kernel("Conv", [x, np.zeros((2, 3, 3, 3), np.float32)], {"auto_pad": "SAME"})
+
+
+@st.composite
+def _conv_transpose_geometry(draw):
+    nsp = draw(st.integers(1, 2))
+    g = draw(st.sampled_from([1, 1, 2]))
+    cg, mg = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    k = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    d = [draw(st.integers(1, 2)) for _ in range(nsp)]
+    s = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    op = [draw(st.integers(0, ss - 1)) for ss in s]  # ORT wants output_padding < stride
+    size = [draw(st.integers(1, 6)) for _ in range(nsp)]
+    pads = [draw(st.integers(0, kk - 1)) for kk in k + k]
+    attrs = {"group": g, "strides": s, "dilations": d, "output_padding": op, "pads": pads}
+    for i in range(nsp):  # keep the output non-empty
+        assume((size[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] - pads[i] - pads[i + nsp] > 0)
+    return (1, g * cg) + tuple(size), (g * cg, mg) + tuple(k), attrs
+
+
+@settings(max_examples=40, deadline=None)
+@given(_conv_transpose_geometry(), st.integers(0, 2**31 - 1))
+def test_conv_transpose_random_geometry_vs_ort(geo, seed):
+    xs, ws, attrs = geo
+    r = rng(seed)
+    x = r.standard_normal(xs).astype(np.float32)
+    w = r.standard_normal(ws).astype(np.float32)
+    assert_close(run_kernel("ConvTranspose", [x, w], attrs)[0], onnx_runtime("ConvTranspose", [x, w], attrs)[0])

@@ -152,5 +152,6 @@ def test_pools_random_geometry(geo, cip, seed):
     assert_close(run_kernel("MaxPool", [x], attrs)[0], onnx_runtime("MaxPool", [x], want_attrs)[0],
                  rtol=0, atol=0)
     a = dict(attrs, count_include_pad=cip)
+    # ORT here: onnx.reference 1.23 mis-places dilated windows when ceil_mode=1 (checked by hand).
     assert_close(run_kernel("AveragePool", [x], a)[0],
-                 onnx_reference("AveragePool", [x], dict(want_attrs, count_include_pad=cip))[0])
+                 onnx_runtime("AveragePool", [x], dict(want_attrs, count_include_pad=cip))[0])

@@ -153,3 +153,11 @@ def test_lut_int16_interpolation_tracks_function():
     want = 0.5 * xf * (1 + np.vectorize(math.erf)(xf / math.sqrt(2)))
     want = np.clip(want, -32768 * 1e-3 * 1.2, 32767 * 1e-3 * 1.2)  # the output range saturates
     assert np.max(np.abs(y - want)) < 3 * 1e-3 * 1.2
+
+
+def test_sigmoid_table_uint16_shape_and_accuracy():
+    t = lut.sigmoid_table_uint16()
+    i = np.arange(256)
+    assert t.shape == (256,) and t[0] == 32768 and t[-1] == 65535
+    assert np.all(np.diff(t) >= 0)
+    assert np.max(np.abs(t[:255] - 65536 / (1 + np.exp(-i[:255] / 24)))) < 1.5  # biased by half the interpolation error

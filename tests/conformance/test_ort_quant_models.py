@@ -1,0 +1,214 @@
+"""Whole quantized models (onnxruntime.quantization.quantize_static, fixed-seed calibration) and the
+converter-made fixtures in tests/fixtures/onnx: every integer tensor vs onnxruntime / onnx.reference.
+
+What is compared: every uint8 / int8 / int32 tensor produced by a node (QuantizeLinear outputs in
+QDQ models; QLinear* / QuantizeLinear / integer data-movement outputs in QOperator models) is made a
+graph output of the oracle's copy of the model.  In QDQ models these are the Q outputs: a Q output
+may be a graph output without blocking ORT's QDQ fusion (the fused node produces it), whereas
+exposing DQ or float op outputs would block it, so float tensors are not compared.
+* ``onnxruntime-cpu`` (graph_passes: [fuse_qdq]) vs ORT at ORT_ENABLE_ALL (the default);
+* QOperator models also vs ORT_DISABLE_ALL (same kernels), QDQ models vs ORT_DISABLE_ALL with the
+  pass switched off (DQ -> float op -> Q literally);
+* ``onnx-reference`` vs ReferenceEvaluator for models made of standard ONNX ops only.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import refinterp  # noqa: E402
+from refinterp.schemes import load_scheme  # noqa: E402
+from tests.onnx_models import _Builder, small_cnn  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
+_INT_TYPES = (TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32)
+
+
+def se_mobilenet(seed: int = 3):
+    """MobileNet-style block with squeeze-excite, residual add, leaky relu, pools, concat, softmax."""
+    b = _Builder(seed)
+    h = b.op("Conv", ["input", b.w("c1_w", (8, 3, 3, 3)), b.w("c1_b", (8,), 0.1)], pads=[1, 1, 1, 1], strides=[2, 2])
+    h = b.op("Relu", [h])
+    h = b.op("Conv", [h, b.w("dw_w", (8, 1, 3, 3)), b.w("dw_b", (8,), 0.1)], group=8, pads=[1, 1, 1, 1])
+    h = b.op("Clip", [h, b.w("zero", (), value=0.0), b.w("six", (), value=6.0)])
+    s = b.op("GlobalAveragePool", [h])
+    s = b.op("Relu", [b.op("Conv", [s, b.w("se1_w", (4, 8, 1, 1)), b.w("se1_b", (4,), 0.1)])])
+    s = b.op("Sigmoid", [b.op("Conv", [s, b.w("se2_w", (8, 4, 1, 1)), b.w("se2_b", (8,), 0.1)])])
+    h = b.op("Mul", [h, s])
+    p = b.op("Conv", [h, b.w("pw_w", (16, 8, 1, 1)), b.w("pw_b", (16,), 0.1)])
+    r = b.op("LeakyRelu", [b.op("Conv", [p, b.w("pw2_w", (16, 16, 1, 1))])], alpha=0.1)
+    h = b.op("Add", [p, r])
+    a = b.op("AveragePool", [h], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+    m = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    c = b.op("Concat", [a, m], axis=1)
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [c])], axis=1)
+    f = b.op("Gemm", [g, b.w("fc_w", (10, 32)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.op("Softmax", [f], axis=-1)
+    b.nodes[-1].output[0] = "probs"
+    return b.model("se_mobilenet", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
+def attention(seed: int = 4, seq: int = 8, dim: int = 16):
+    """Single-head self-attention with residual add (MatMul, Mul, Softmax, Add)."""
+    b = _Builder(seed)
+    x = "input"
+    q = b.op("MatMul", [x, b.w("q_w", (dim, dim))])
+    k = b.op("MatMul", [x, b.w("k_w", (dim, dim))])
+    v = b.op("MatMul", [x, b.w("v_w", (dim, dim))])
+    s = b.op("Mul", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 2, 1])]),
+                     b.w("scale", (), value=0.25)])
+    o = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
+    o = b.op("MatMul", [o, b.w("o_w", (dim, dim))])
+    b.op("Add", [x, o])
+    b.nodes[-1].output[0] = "out"
+    return b.model("attention", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, dim])],
+                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, seq, dim])], opset=17)
+
+
+class _Reader(quantization.CalibrationDataReader):
+    def __init__(self, name: str, shape, n: int = 4, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.items = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(n)])
+
+    def get_next(self):
+        return next(self.items, None)
+
+
+def _quantize(model, tmp_path: Path, fmt: str, **kw) -> Path:
+    src, dst = tmp_path / f"{model.graph.name}_f32.onnx", tmp_path / f"{model.graph.name}_{fmt}.onnx"
+    for o in model.opset_import:  # onnx.reference implements DequantizeLinear from opset 19 only
+        if o.domain in ("", "ai.onnx"):
+            o.version = max(o.version, 21)
+    onnx.save(model, str(src))
+    inp = model.graph.input[0]
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    q = quantization
+    if fmt == "qdq_s8s8":
+        opts = dict(quant_format=q.QuantFormat.QDQ, activation_type=q.QuantType.QInt8,
+                    weight_type=q.QuantType.QInt8, per_channel=True)
+    else:
+        opts = dict(quant_format=q.QuantFormat.QOperator, activation_type=q.QuantType.QUInt8,
+                    weight_type=q.QuantType.QInt8, per_channel=False)
+    opts.update(kw)
+    q.quantize_static(str(src), str(dst), _Reader(inp.name, shape), **opts)
+    return dst
+
+
+def _int_tensors(model) -> tuple[onnx.ModelProto, list[str]]:
+    """Copy of ``model`` with every integer node output added as a graph output."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inferred = onnx.shape_inference.infer_shapes(m)
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    have = {o.name for o in m.graph.output}
+    names = []
+    for n in m.graph.node:
+        for o in n.output:
+            if o and types.get(o) in _INT_TYPES:
+                names.append(o)
+                if o not in have:
+                    m.graph.output.append(helper.make_tensor_value_info(o, types[o], None))
+    return m, names
+
+
+def _feeds(path: Path, seed: int) -> dict[str, np.ndarray]:
+    m = onnx.load(str(path))
+    inp = m.graph.input[0]
+    shape = [d.dim_value or 1 for d in inp.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+    return {inp.name: (rng.standard_normal(shape) * (1 + seed % 3)).astype(np.float32)}
+
+
+def _compare(path: Path, scheme, oracle: str, level: str = "ALL", seeds=(0, 1, 2)) -> int:
+    model, names = _int_tensors(onnx.load(str(path)))
+    assert names, "model has no integer tensors"
+    if oracle == "ort":
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if level == "ALL"
+                                       else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        run = lambda f: dict(zip([o.name for o in sess.get_outputs()], sess.run(None, f)))  # noqa: E731
+    else:
+        ev = ReferenceEvaluator(model)
+        run = lambda f: dict(zip([o.name for o in model.graph.output], ev.run(None, f)))  # noqa: E731
+    ours = refinterp.Session(refinterp.load(str(path)), scheme)
+    bad = []
+    for seed in seeds:
+        feeds = _feeds(path, seed)
+        want, got = run(feeds), ours.run(feeds, capture="all")
+        for name in names:
+            assert name in got, f"tensor {name} not produced by refinterp"
+            d = int(np.sum(np.asarray(want[name]).astype(np.int64) != np.asarray(got[name]).astype(np.int64)))
+            if d:
+                bad.append(f"seed {seed} {name}: {d}/{np.size(want[name])}")
+    assert not bad, "; ".join(bad[:8])
+    return len(names)
+
+
+def _no_pass_scheme():
+    s = load_scheme("onnxruntime-cpu")
+    s.data = {**s.data, "graph_passes": []}
+    return s
+
+
+_MODELS = {"small_cnn": small_cnn, "se_mobilenet": se_mobilenet, "attention": attention}
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    cache: dict = {}
+
+    def get(name: str, fmt: str) -> Path:
+        if (name, fmt) not in cache:
+            cache[(name, fmt)] = _quantize(_MODELS[name](), tmp_path_factory.mktemp(f"{name}_{fmt}"), fmt)
+        return cache[(name, fmt)]
+    return get
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qop_u8s8"])
+def test_quantize_static_vs_ort_default(quantized, name, fmt):
+    assert _compare(quantized(name, fmt), "onnxruntime-cpu", "ort", "ALL") > 0
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qop_u8s8"])
+def test_quantize_static_vs_ort_disable_all(quantized, name, fmt):
+    scheme = _no_pass_scheme() if fmt.startswith("qdq") else "onnxruntime-cpu"
+    assert _compare(quantized(name, fmt), scheme, "ort", "DISABLE") > 0
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+def test_quantize_static_qdq_vs_onnx_reference(quantized, name):
+    assert _compare(quantized(name, "qdq_s8s8"), "onnx-reference", "ref") > 0
+
+
+@pytest.mark.parametrize("name", ["se_mobilenet", "attention"])
+def test_qoperator_standard_ops_vs_onnx_reference(tmp_path, name):
+    """QOperator model restricted to QLinearConv / QLinearMatMul (standard ONNX ops only)."""
+    path = _quantize(_MODELS[name](), tmp_path, "qop_u8s8", op_types_to_quantize=["Conv", "MatMul"])
+    ops = {n.domain for n in onnx.load(str(path)).graph.node}
+    assert ops <= {"", "ai.onnx"}
+    assert _compare(path, "onnx-reference", "ref") > 0
+
+
+_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx")) if FIXTURES.is_dir() else []
+
+
+@pytest.mark.parametrize("fixture", [f for f in _FIXTURES if "float" not in f])
+@pytest.mark.parametrize("level", ["ALL", "DISABLE"])
+def test_fixture_models_vs_ort(fixture, level):
+    path = FIXTURES / fixture
+    scheme = _no_pass_scheme() if ("qdq" in fixture and level == "DISABLE") else "onnxruntime-cpu"
+    assert _compare(path, scheme, "ort", level) > 0
