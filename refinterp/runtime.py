@@ -58,25 +58,28 @@ class Session:
     def _info(self, name: str) -> TensorInfo | None:
         return self.graph.tensors.get(name) if name else None
 
-    def _resolve(self, node: Node) -> Step:
-        choice = self.scheme.for_node(node, self.graph)
+    def _resolve(self, node: Node, scheme: Scheme | None = None) -> Step:
+        choice = (scheme or self.scheme).for_node(node, self.graph)
         k = lookup(node.op, choice.variants, node=node, fmt=self.graph.format)
         ins = [self._info(i) for i in node.inputs]
         outs = [self.graph.tensors[o] for o in node.outputs if o]
         ctx = PrepareContext(node, ins, outs, dict(choice.settings))
         try:
             plan = k.prepare(node, ctx)
+            float_kernel = k.variant == "float"
+            dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
+                            and storage_dtype(t.dtype).kind in "iu") for t in ins)
+            qo = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
+                            and storage_dtype(t.dtype).kind in "iu") for t in outs)
         except RefinterpError:
             raise
-        except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as e:
+        # AttributeError / OverflowError: a malformed model (a required input absent, no quantization
+        # where the kernel needs it, an infinite scale); reported per node, never a traceback.
+        except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError, AttributeError,
+                OverflowError) as e:
             raise RefinterpError(f"cannot prepare node '{node.name}' ({node.source_op or node.op}): {e}",
                                  self.graph.path) from e
-        float_kernel = k.variant == "float"
-        dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
-                        and storage_dtype(t.dtype).kind in "iu") for t in ins)
         act = node.attrs.get("activation") if float_kernel else None
-        qo = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
-                        and storage_dtype(t.dtype).kind in "iu") for t in outs)
         return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else ())
 
     def _compute_last_use(self) -> dict[str, int]:
@@ -195,6 +198,32 @@ class Session:
             self.timings[st.node.name] = self.timings.get(st.node.name, 0.0) + time.perf_counter() - t0
         return {name: np.asarray(v) for name, v in zip(st.node.outputs, outs) if name}
 
+    def step_of(self, node: str | int) -> Step:
+        """The prepared step of a node, by execution index or node name."""
+        if isinstance(node, (int, np.integer)):
+            if not 0 <= int(node) < len(self.steps):
+                raise InputError(f"node index {node} out of range (0..{len(self.steps) - 1})", self.graph.path)
+            return self.steps[int(node)]
+        st = next((s for s in self.steps if s.node.name == node), None)
+        if st is None:
+            raise InputError(f"no node named '{node}'", self.graph.path)
+        return st
+
+    def prepare_node(self, node: str | int, scheme: Scheme) -> Step:
+        """A fresh step for one node of this session's graph resolved under another ``scheme`` (e.g.
+        this one with a per-node override); the session's own steps are unchanged.  Run it with
+        ``run_step``.  The other scheme's ``graph_passes`` are not applied."""
+        return self._resolve(self.step_of(node).node, scheme)
+
+    def run_step(self, st: Step, inputs: list) -> list[np.ndarray]:
+        """``run_node`` for a step made by ``prepare_node``."""
+        if len(inputs) > len(st.node.inputs):
+            raise InputError(f"node '{st.node.name}' takes {len(st.node.inputs)} inputs, got {len(inputs)}",
+                             self.graph.path)
+        given = {name: np.asarray(v) for name, v in zip(st.node.inputs, inputs) if name and v is not None}
+        produced = self._exec_step(st, [self._arg(st, j, name, given) for j, name in enumerate(st.node.inputs)])
+        return [produced.get(o) if o else None for o in st.node.outputs]
+
     def run_node(self, node: str | int, inputs: list) -> list[np.ndarray]:
         """Run one node alone on the given input values (e.g. a device's own tensors).
 
@@ -203,20 +232,7 @@ class Session:
         quantized tensors); the step's plan, dequantization and fused activation apply exactly as in
         ``run``.  Returns one array per declared output (``None`` for unnamed outputs).
         """
-        if isinstance(node, (int, np.integer)):
-            if not 0 <= int(node) < len(self.steps):
-                raise InputError(f"node index {node} out of range (0..{len(self.steps) - 1})", self.graph.path)
-            st = self.steps[int(node)]
-        else:
-            st = next((s for s in self.steps if s.node.name == node), None)
-            if st is None:
-                raise InputError(f"no node named '{node}'", self.graph.path)
-        if len(inputs) > len(st.node.inputs):
-            raise InputError(f"node '{st.node.name}' takes {len(st.node.inputs)} inputs, got {len(inputs)}",
-                             self.graph.path)
-        given = {name: np.asarray(v) for name, v in zip(st.node.inputs, inputs) if name and v is not None}
-        produced = self._exec_step(st, [self._arg(st, j, name, given) for j, name in enumerate(st.node.inputs)])
-        return [produced.get(o) if o else None for o in st.node.outputs]
+        return self.run_step(self.step_of(node), inputs)
 
 
 def _quantize_output(v: np.ndarray, info: TensorInfo) -> np.ndarray:

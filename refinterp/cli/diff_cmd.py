@@ -35,6 +35,12 @@ def register(sub) -> None:
                         "or local_<metric> (default nrmse)")
     p.add_argument("--save-polygraphy", metavar="F",
                    help="also write the reference run's tensors as Polygraphy RunResults JSON")
+    p.add_argument("--explain", action="store_true",
+                   help="re-run every node on the device's inputs under every built-in scheme and single-knob "
+                        "variant; report which arithmetic reproduces each tensor and best_scheme")
+    p.add_argument("--write-scheme", metavar="F.yaml",
+                   help="(implies --explain) write a scheme extending best_scheme with the per-op / per-node "
+                        "overrides that reproduce the dump")
     p.add_argument("--quiet", action="store_true", help="no terminal table")
     p.set_defaults(func=run)
 
@@ -77,12 +83,17 @@ def run(args) -> int:
         feeds = {graph.inputs[0]: next(iter(feeds.values()))}
     differ = Differ(graph, args.scheme, policy, mapping)
     differ.keep_reference = bool(args.save_polygraphy)
+    differ.explain = bool(args.explain or args.write_scheme)
     prog, cb = _progress()
     try:
         res = differ.run(dump, feeds, progress=cb)
     finally:
         if prog is not None:
             prog.stop()
+    if args.write_scheme:
+        from ..compare.scheme_writer import write_scheme
+
+        res.explanation["suggested_scheme"] = write_scheme(differ.explanation, args.write_scheme, dump.path)
     if args.json:
         rf.write_text_atomic(args.json, rf.to_json_text(res))
     if args.csv:

@@ -131,6 +131,8 @@ class Differ:
         self.policy = policy or Policy()
         self.mapping = mapping
         self.keep_reference = False  # keep every sample's reference tensors (for exports)
+        self.explain = False  # also run ``--explain`` (compare.explain); its object is kept in ``explanation``
+        self.explanation = None
         self.reference_samples: list[dict[str, np.ndarray]] = []
 
     def _order(self) -> list[str]:
@@ -251,12 +253,21 @@ class Differ:
                                 local_fail) for name in order]
         for name in nm.ambiguous:
             notes.append(f"ambiguous name match for '{name}' (several candidates); use --mapping")
+        explained = None
+        if self.explain:
+            from .explain import explain
+
+            self.explanation = explain(self, aligned, dev_qp, len(samples), input_checks)
+            explained = self.explanation.to_json()
+            for tr in tensors:
+                tr.explanation = self.explanation.per_tensor.get(tr.name)
         return DiffResult(
             model=g.path, model_format=g.format, scheme=_stamp(sess), refinterp_version=__version__,
             dump={"path": dump.path, "format": dump.format, "tensors": len(dump.tensors),
                   "matched": len(nm.pairs)},
             num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
-            dump_only=nm.dump_only, ambiguous=nm.ambiguous, input_checks=input_checks, notes=notes)
+            dump_only=nm.dump_only, ambiguous=nm.ambiguous, input_checks=input_checks, notes=notes,
+            explanation=explained)
 
     # -- verdicts ---------------------------------------------------------------------------
     def _verdict(self, name: str, info: TensorInfo | None, a: _Acc, m: M.Metrics,

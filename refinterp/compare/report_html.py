@@ -68,7 +68,7 @@ def _curve(res: DiffResult, width: int = 960, height: int = 260) -> str:
     return "".join(parts)
 
 
-def _row(t: TensorResult, first: TensorResult | None) -> str:
+def _row(t: TensorResult, first: TensorResult | None, explain: bool = False) -> str:
     m, lm = t.metrics, t.local
     cls = t.status + (" first" if t is first else "")
     cells = [f'<td class="l">{html.escape(t.name)}</td>', f'<td class="l">{html.escape(t.op)}</td>',
@@ -79,7 +79,19 @@ def _row(t: TensorResult, first: TensorResult | None) -> str:
         cells.append(f"<td>{_f(v)}</td>")
     cells.append(f'<td class="l">{_f(t.local_status)}</td>')
     cells.append(f'<td class="l">{html.escape("; ".join(t.notes))}</td>')
+    if explain:
+        from .report_explain import tensor_text
+
+        cells.append(f'<td class="l">{html.escape(tensor_text(t.explanation))}</td>')
     return f'<tr class="{cls}">' + "".join(cells) + "</tr>"
+
+
+def _explain_section(res: DiffResult) -> str:
+    if res.explanation is None:
+        return ""
+    from .report_explain import html_section
+
+    return html_section(res)
 
 
 def to_html(res: DiffResult) -> str:
@@ -87,6 +99,9 @@ def to_html(res: DiffResult) -> str:
     sch = res.scheme
     head = ["tensor", "op", "index", "status", "cause", "exact", "max |ΔLSB|", "max abs err", "cosine",
             "nRMSE", "SQNR dB", "local max |ΔLSB|", "local nRMSE", "local status", "notes"]
+    explain = res.explanation is not None
+    if explain:
+        head.append("explained by (--explain)")
     checks = "".join(
         f"<li>input <b>{html.escape(c['input'])}</b> sample {c['sample']}: "
         + ("matches the given input" if c["matches"] else
@@ -95,7 +110,7 @@ def to_html(res: DiffResult) -> str:
     verdict = (f'<p class="bad">First divergence: <b>{html.escape(fd.name)}</b> ({html.escape(fd.op)}, '
                f'cause: {fd.cause})</p>' if fd else '<p class="ok">No divergence: every tensor within policy.</p>')
     counts = ", ".join(f"{k}: {v}" for k, v in res.counts().items())
-    rows = "".join(_row(t, fd) for t in res.tensors)
+    rows = "".join(_row(t, fd, explain) for t in res.tensors)
     only = (f"<p>Dump-only tensors ({len(res.dump_only)}): {html.escape(', '.join(res.dump_only))}</p>"
             if res.dump_only else "")
     return f"""<!DOCTYPE html>
@@ -109,6 +124,7 @@ sample(s)) · scheme <b>{html.escape(str(sch.get('name')))}</b> — {html.escape
 refinterp {html.escape(res.refinterp_version)} · policy {html.escape(str(res.policy))}</div>
 {verdict}<p>{html.escape(counts)}</p>{('<ul>' + checks + '</ul>') if checks else ''}
 {_curve(res)}
+{_explain_section(res)}
 <table><thead><tr>{''.join(f'<th class="l">{h}</th>' for h in head)}</tr></thead><tbody>{rows}</tbody></table>
 {only}
 </body></html>

@@ -40,6 +40,14 @@ def _short(name: str, width: int = 44) -> str:
     return name[:head] + "…" + name[-(width - head - 1):]
 
 
+def _explain_cell(r):
+    from rich.text import Text
+
+    from .report_explain import tensor_text
+
+    return Text(tensor_text(r.explanation))
+
+
 def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -64,6 +72,12 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
             k = res.tensors.index(fd)
             keep |= set(range(max(0, k - 3), min(len(rows), k + 4)))
         rows = [(i, t) for i, t in rows if i in keep][:max_rows]
+    explain = res.explanation is not None
+    if explain:  # also every tensor the best scheme does not reproduce on the device's inputs
+        keep_x = {i for i, r in enumerate(res.tensors) if r.explanation and r.explanation.get("op") != "Input"
+                  and not r.explanation.get("exact_under_best")}
+        shown = {i for i, _ in rows}
+        rows = sorted(rows + [(i, res.tensors[i]) for i in keep_x - shown], key=lambda p: p[0])[:max_rows]
     t = Table(show_lines=False)
     for c in ("#", "tensor", "op", "status", "exact", "max|ΔLSB|", "max abs", "cosine", "nRMSE",
               "local", "local|ΔLSB|"):
@@ -78,6 +92,17 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
                   _f(lm.max_abs_lsb if lm else None),
                   style=("bold red" if r is fd else style))
     con.print(t)
+    if explain:
+        x = Table(title="--explain: what reproduces each tensor on the device's inputs", show_lines=False)
+        x.add_column("#", no_wrap=True)
+        x.add_column("tensor", no_wrap=True)
+        x.add_column("op", no_wrap=True)
+        x.add_column("explained by")
+        for i, r in rows:
+            if r.explanation is not None and not r.explanation.get("exact_under_best", False):
+                x.add_row(str(i), _short(r.name), r.op, _explain_cell(r))
+        if x.row_count:
+            con.print(x)
     if len(rows) < len(res.tensors):
         con.print(f"(showing {len(rows)} of {len(res.tensors)} tensors: diverging ones with their own local error "
                   f"and the neighbourhood of the first divergence; --json/--html hold all)")
@@ -87,6 +112,11 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
                  if res.dump_only else ""))
     for n in res.notes:
         con.print(f"note: {n}")
+    if explain:
+        from .report_explain import summary_lines
+
+        for line in summary_lines(res):
+            con.print(line, markup=False, highlight=False)
     if fd is None:
         con.print("[green]no divergence: every compared tensor is within policy[/]")
     else:

@@ -32,6 +32,7 @@ class TensorResult:
     local: Metrics | None = None
     local_status: str | None = None  # exact / within / diverged / None (not re-runnable)
     local_expect: str = "tolerance"  # "exact" for data movement with unchanged quantization
+    explanation: dict[str, Any] | None = None  # ``--explain``: which arithmetic reproduces the tensor
 
     @property
     def cause(self) -> str | None:
@@ -51,6 +52,7 @@ class TensorResult:
             "metrics": self.metrics.to_json() if self.metrics else None,
             "local_status": self.local_status, "local_expect": self.local_expect,
             "local_metrics": self.local.to_json() if self.local else None,
+            **({"explanation": self.explanation} if self.explanation is not None else {}),
         }
 
 
@@ -68,6 +70,7 @@ class DiffResult:
     ambiguous: list[str] = field(default_factory=list)
     input_checks: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    explanation: dict[str, Any] | None = None  # ``--explain`` summary (compare.explain.Explanation.to_json)
 
     @property
     def first_divergence(self) -> TensorResult | None:
@@ -107,5 +110,7 @@ class DiffResult:
             "dump_only": self.dump_only,
             "ambiguous": self.ambiguous,
             "notes": self.notes,
+            **({"best_scheme": self.explanation["best_scheme"], "explain": self.explanation}
+               if self.explanation is not None else {}),
             "tensors": [t.to_json() for t in self.tensors],
         }

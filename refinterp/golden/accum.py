@@ -22,7 +22,7 @@ from ..kernels._spatial import pad_channels_last, resolve_window, window_offsets
 ACC_OPS = ("Conv", "DepthwiseConv", "FullyConnected", "BatchMatMul")
 
 
-def _zp(spec_q: Any, shape: tuple[int, ...], axis_default: int | None = None) -> np.ndarray:
+def _zp(spec_q: Any, shape: tuple[int, ...]) -> np.ndarray:
     if spec_q is None:
         return np.zeros((), np.int64)
     return spec_q.broadcast(shape)[1].astype(np.int64)

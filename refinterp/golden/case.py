@@ -168,10 +168,10 @@ def list_cases(root: str | Path) -> list[Path]:
     return found
 
 
-def prepare_out_dir(out: str | Path, overwrite: bool) -> Path:
-    """Create ``out``; refuse a non-empty folder unless ``overwrite``.
+def check_out_dir(out: str | Path, overwrite: bool) -> Path:
+    """Refuse (before any work) a file, or a non-empty folder unless ``overwrite``.
 
-    ``overwrite`` removes only earlier golden output (case folders holding a case.json, and
+    ``overwrite`` only ever replaces earlier golden output (case folders holding a case.json, and
     ``index.json``); a folder holding anything else is refused, so a mistyped --out cannot wipe it.
     """
     out = Path(out)
@@ -181,13 +181,20 @@ def prepare_out_dir(out: str | Path, overwrite: bool) -> Path:
         if not overwrite:
             raise OutputError("output folder is not empty (use --overwrite to replace earlier golden cases)",
                               str(out))
-        entries = list(out.iterdir())
-        foreign = [p.name for p in entries if not (p.name == INDEX_FILE or p.name.startswith(".")
-                                                   or (p.is_dir() and (p / CASE_FILE).is_file()))]
+        foreign = [p.name for p in out.iterdir() if not (p.name == INDEX_FILE or p.name.startswith(".")
+                                                         or (p.is_dir() and (p / CASE_FILE).is_file())
+                                                         or (p.is_dir() and (p / "manifest.json").is_file()))]
         if foreign:
-            raise OutputError(f"refusing to overwrite: holds entries that are not golden cases "
+            raise OutputError(f"refusing to overwrite: holds entries that are not golden output "
                               f"(e.g. '{foreign[0]}')", str(out))
-        for p in entries:
+    return out
+
+
+def prepare_out_dir(out: str | Path, overwrite: bool) -> Path:
+    """``check_out_dir``, then empty the earlier golden output and create the folder."""
+    out = check_out_dir(out, overwrite)
+    if out.is_dir():
+        for p in out.iterdir():
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:

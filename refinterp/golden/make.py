@@ -134,6 +134,7 @@ def write_cases(out: str | Path, cases: list[Case], overwrite: bool = False) -> 
         index.append({"case": name, "op": c.meta["op"], "source_op": c.meta.get("source_op"),
                       "node": c.meta["node"], "bit_exact": prov.get("bit_exact"),
                       "verified_against": prov.get("verified_against")})
-    (root / INDEX_FILE).write_text(json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION,
-                                               "cases": index}, indent=1) + "\n")
+    tmp = root / f".{INDEX_FILE}.tmp"
+    tmp.write_text(json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "cases": index}, indent=1) + "\n")
+    tmp.replace(root / INDEX_FILE)
     return root

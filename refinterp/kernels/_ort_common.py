@@ -3,8 +3,9 @@
 In ONNX graphs the same canonical op appears both quantized (QOperator ops, fused QDQ units) and in
 float (ops left between DequantizeLinear and QuantizeLinear).  A kernel registered with
 ``ort_kernel`` runs its integer maths when the node's first input or first output is a quantized
-integer tensor, and otherwise delegates to the op's ``float`` kernel (same plan and run), so a
-scheme listing ``ort`` first still runs float nodes in float32.
+integer tensor, and otherwise delegates to the op's ``int`` kernel (non-quantized integer inputs,
+when registered) or ``float`` kernel (same plan and run), so a scheme listing ``ort`` first still
+runs float nodes in float32 and shape arithmetic exactly.
 """
 from __future__ import annotations
 
@@ -27,7 +28,10 @@ def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
             first_out = ctx.outputs[0] if ctx.outputs else None
             if is_quantized(first_in) or is_quantized(first_out):
                 return (True, prepare(node, ctx))
-            fk = _REGISTRY[(op, "float")]
+            # non-quantized integer data (shapes, indices): the generic ``int`` kernel when there is one
+            integer = first_in is not None and first_in.dtype and np.dtype(first_in.dtype).kind in "iub"
+            fk = _REGISTRY.get((op, "int")) if integer else None
+            fk = fk or _REGISTRY[(op, "float")]
             return (False, (fk, fk.prepare(node, ctx)))
 
         def dispatch(plan, *args):

@@ -68,7 +68,35 @@ def internal_weights(w: np.ndarray, weight_layout: str, group: int, nsp: int, wh
 
 
 def conv_channels_last(x: np.ndarray, wk: np.ndarray, bias, win, cdt) -> np.ndarray:
-    """x (N, *S, C) float; wk (*K, G, Cg, Mg); returns (N, *O, G*Mg) in ``cdt``."""
+    """x (N, *S, C) float; wk (*K, G, Cg, Mg); returns (N, *O, G*Mg) in ``cdt``.
+
+    Fast paths give the same bits as ``conv_channels_last_numpy`` (tests/unit/test_fast_kernels.py):
+    a single-cell ungrouped conv is one GEMM (``0 + p`` of the NumPy loop reproduced by ``p + 0``);
+    a 2-D depthwise conv runs the same per-element cell loop in Numba.
+    """
+    g, cg, mg = wk.shape[-3:]
+    nsp = x.ndim - 2
+    if g == 1 and all(k == 1 for k in win.kernel):
+        xp = pad_channels_last(x, win)
+        sl = next(window_offsets(win))[1]
+        # the same GEMM expression (operand layouts included) as the cell loop
+        flat = np.ascontiguousarray(xp[(slice(None),) + sl]).reshape(-1, cg) @ wk[(0,) * nsp][0]
+        flat += cdt.type(0)  # -0.0 -> +0.0, as 0 + p in the cell loop
+        y = flat.reshape((x.shape[0],) + win.out + (mg,))
+    elif g > 1 and cg == 1 and nsp == 2:
+        from .fast.depthwise import depthwise2d
+
+        acc = depthwise2d(pad_channels_last(x, win), wk, win.strides, win.dilations, win.out, cdt)
+        y = acc.reshape(acc.shape[:-2] + (g * mg,))
+    else:
+        return conv_channels_last_numpy(x, wk, bias, win, cdt)
+    if bias is not None:
+        y += np.asarray(bias, dtype=cdt).reshape(-1)
+    return y
+
+
+def conv_channels_last_numpy(x: np.ndarray, wk: np.ndarray, bias, win, cdt) -> np.ndarray:
+    """The reference NumPy form: one (batched) matmul per kernel cell, accumulated in order."""
     g, cg, mg = wk.shape[-3:]
     xp = pad_channels_last(x, win)
     n = x.shape[0]

@@ -1,5 +1,5 @@
 """ONNX Runtime CPU integer element-wise ops (variant ``ort``): QLinearAdd, QLinearMul,
-QLinearSigmoid, QLinearLeakyRelu, QLinearConcat (and their QDQ fusions).
+QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearWhere (and their QDQ fusions).
 
 Numeric contracts (refinterp/quant/mlas.py has the formulas):
 * Add: ``impl`` ``fma_x86`` (default; AVX2 kernel with FMA, raw stored a/b, zero points folded in a
@@ -11,6 +11,8 @@ Numeric contracts (refinterp/quant/mlas.py has the formulas):
   Sigmoid is evaluated exactly (float64, rounded to float32); ORT's MlasComputeLogistic is a
   polynomial with ~1e-7 relative error that could flip an exact quantization tie.
 * Concat: inputs with the output's (scale, zp) are copied; the others go through an identity table.
+* ``int8_as_uint8`` node attribute (set by the fuse_qdq_x86 pass): Add / Mul compute on the codes
+  + 128 with zero points + 128 and subtract 128 from the result (ORT x86 re-encodes int8 QDQ as uint8).
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from ..errors import UnsupportedOpError
 from ..quant import mlas
 from ._qtflite import qparams, qrange, where
 from ._ort_common import ort_kernel
-from .registry import kernel
 
 ADD_IMPLS = ("fma_x86", "neon_fixed")
 
@@ -30,15 +31,19 @@ def _binary_prepare(node, ctx) -> dict:
     b = qparams(ctx.inputs[1], node, "B")
     c = qparams(ctx.outputs[0], node, "C")
     lo, hi = qrange(ctx.outputs[0].dtype)
+    if node.attrs.get("int8_as_uint8") and ctx.outputs[0].dtype == "int8":  # see passes/qdq.py
+        a, b, c = (a[0], a[1] + 128), (b[0], b[1] + 128), (c[0], c[1] + 128)
+        lo, hi = 0, 255
     impl = (ctx.settings or {}).get("impl", "fma_x86")
     if node.op == "Add" and impl not in ADD_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(ADD_IMPLS)}")
-    return {"a": a, "b": b, "c": c, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype, "impl": impl}
+    return {"a": a, "b": b, "c": c, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype, "impl": impl,
+            "shift": 128 if lo == 0 and ctx.outputs[0].dtype == "int8" else 0}
 
 
 def _binary_args(p, a, b):
     (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
-    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p["shift"], np.asarray(b).astype(np.int64) + p["shift"])
     return (a, b, sa, za, sb, zb, sc, zc, p["lo"], p["hi"])
 
 
@@ -48,12 +53,12 @@ def ort_add(p, a, b):
     y = mlas.qladd_neon(*args) if p["impl"] == "neon_fixed" else None
     if y is None:
         y = mlas.qladd_x86(*args)
-    return y.astype(p["dtype"])
+    return (y - p["shift"]).astype(p["dtype"])
 
 
 @ort_kernel("Mul", "ort", _binary_prepare)
 def ort_mul(p, a, b):
-    return mlas.qlmul(*_binary_args(p, a, b)).astype(p["dtype"])
+    return (mlas.qlmul(*_binary_args(p, a, b)) - p["shift"]).astype(p["dtype"])
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
@@ -104,3 +109,19 @@ def ort_concat(p, *xs):
         x = np.asarray(x)
         parts.append(x.astype(p["dtype"]) if t is None else t[0][x.astype(np.int64) - t[1]])
     return np.concatenate(parts, axis=p["axis"])
+
+
+def _where_prepare(node, ctx) -> dict:
+    p = _concat_prepare(node, type(ctx)(ctx.node, ctx.inputs[1:3], ctx.outputs, ctx.settings))
+    return {"tables": p["tables"], "dtype": p["dtype"]}
+
+
+@ort_kernel("Where", "ort", _where_prepare)
+def ort_where(p, cond, x, y):
+    """QLinearWhere (qlinear_where.cc): x and y are mapped to the output's (scale, zp) through
+    identity tables (or copied when their params equal the output's), then selected."""
+    vals = []
+    for v, t in zip((x, y), p["tables"]):
+        v = np.asarray(v)
+        vals.append(v.astype(p["dtype"]) if t is None else t[0][v.astype(np.int64) - t[1]])
+    return np.where(np.asarray(cond, bool), vals[0], vals[1]).astype(p["dtype"])

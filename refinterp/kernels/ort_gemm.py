@@ -26,8 +26,9 @@ from ..errors import ModelError, UnsupportedOpError
 from ..quant import mlas
 from . import conv as _fconv
 from ._qtflite import where
-from ._spatial import ints, pad_channels_last, resolve_window, to_channels_last, from_channels_last
 from ._ort_common import ort_kernel
+from ._spatial import (from_channels_last, ints, pad_channels_last, resolve_window, to_channels_last,
+                       window_offsets)
 from .registry import kernel
 
 VARIANTS = ("ort", "onnx_ref")
@@ -144,8 +145,6 @@ def _conv_sat16(plan: QGemmPlan, x, w) -> np.ndarray:
     nsp = x.ndim - 2
     win = resolve_window(xc.shape[1:-1], wk.shape[:nsp], ints(fp.strides, nsp, 1), ints(fp.dilations, nsp, 1),
                          fp.pads, fp.auto_pad, where=fp.name)
-    from ._spatial import window_offsets
-
     xp = pad_channels_last(xc, win, value=plan.zx)
     cols = np.stack([xp[(slice(None),) + sl] for _, sl in window_offsets(win)], axis=-2)  # (N,*O,KK,C)
     a = cols.reshape(-1, cols.shape[-2] * cols.shape[-1])

@@ -6,6 +6,7 @@ Numeric contracts (/work/shared/design/backends.md §2.6, sources cited in refin
 * AveragePool (qlinear_pool.cc): x dequantized to float32 f32(xs * f32(x - zx)); window summed in
   float32 in row-major cell order; divided by the cell count; y = sat(RNE(f32(f32(avg / ys) + zy))).
   A window covering the whole unpadded spatial extent runs the GlobalAveragePool path (as ORT does).
+  ``int8_as_uint8`` (fuse_qdq_x86 pass): the float zero point is zy + 128, the result shifted back.
 * GlobalAveragePool (qlgavgpool.cpp): acc = sum(x) - zx * N exact; y = MlasRequantizeOutput(acc,
   f32(xs / f32(ys * N))).
 * Softmax (qlinear_softmax.cc, float table): table[i] = f32(exp((i - 255 + b) * xs)) in double with
@@ -24,6 +25,7 @@ from . import pool as _fpool
 from ._ort_common import ort_kernel
 from ._qtflite import qparams, qrange
 from ._spatial import to_channels_last
+from .registry import _REGISTRY
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -61,6 +63,8 @@ def ort_global_average_pool(p, x):
 
 def _avg_prepare(node, ctx):
     p = _gap_prepare(node, ctx)
+    if node.attrs.get("int8_as_uint8") and p["dtype"] == "int8":  # see passes/qdq.py fuse_qdq_x86
+        p.update(zy=p["zy"] + 128, lo=0, hi=255, shift=128)
     p["fplan"] = _fpool._prepare(node, ctx)
     return p
 
@@ -76,10 +80,12 @@ def ort_average_pool(p, x):
     x = np.asarray(x)
     spatial = to_channels_last(x, p["layout"]).shape[1:-1]
     if _is_global(p["fplan"], spatial):
-        return _gap(p, x)
+        return _gap({**p, "zy": p["zy"] - p.get("shift", 0), "lo": p["lo"] - p.get("shift", 0),
+                     "hi": p["hi"] - p.get("shift", 0)}, x)
     xf = (np.float32(p["xs"]) * (x.astype(np.int64) - p["zx"]).astype(np.float32)).astype(np.float32)
     avg = _fpool.average_pool(p["fplan"], xf)
-    return mlas.avgpool_requant(avg, p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"])
+    y = mlas.avgpool_requant(avg, p["ys"], p["zy"], p["lo"], p["hi"]) - p.get("shift", 0)
+    return y.astype(p["dtype"])
 
 
 def _softmax_prepare(node, ctx):
@@ -111,8 +117,6 @@ def ort_softmax(p, x):
 
 
 def _resize_prepare(node, ctx):
-    from .registry import _REGISTRY
-
     fk = _REGISTRY[("Resize", "float")]
     return {"fk": fk, "fplan": fk.prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
 

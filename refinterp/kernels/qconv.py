@@ -16,6 +16,10 @@ Numeric contract (``reference/integer_ops/{conv,depthwise_conv,transpose_conv}.h
   bias buffer as int64, which is not modelled.)
 * multipliers: ``QuantizeMultiplier(double(sx) * double(sw[oc]) / double(so))``; fused activation
   folded into [lo, hi] (``CalculateActivationRangeQuantized``).
+* ``requant.channel_block`` / ``block_rounding`` (int32 paths only): output channels
+  c < N*floor(C/N) use ``block_rounding``, the tail ``rounding`` (LiteRT optimized DepthwiseConv /
+  TransposeConv: N = 8, upward, tail double).  The ``xnn`` variant (``xnn_gemm.py``) reuses these
+  run functions with XNNPACK's float32 multipliers.
 
 The sums are formed with float64 BLAS on integer-valued arrays: every partial sum is an integer of
 magnitude < 2^53 (|w - zw| <= 255, |x - zx| <= 65535, K < 2^20), so the result is exact.
@@ -28,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from ..quant.params import (Requant, accumulate_overflow, activation_range, effective_scale_double,
-                            per_channel_scales, rounding_of)
+from ..quant.params import (Requant, accumulate_overflow, activation_range, channel_block_of,
+                            effective_scale_double, per_channel_scales, rounding_of)
 from ..quant.requant import Rounding
 from . import conv as _fconv
 from . import conv_transpose as _ftconv
@@ -49,10 +53,12 @@ class QConvPlan:
     requant: Requant
     acc32: bool  # the backend accumulates in int32
     settings: dict
+    executed_by: str = ""  # delegate variants: "xnnpack" or "built-in kernel (<why XNNPACK refused>)"
 
     def describe(self) -> dict:
-        return {"input_zero_point": self.zx, **self.requant.describe(),
-                "accumulator": "int32" if self.acc32 else "int64"}
+        d = {"input_zero_point": self.zx, **self.requant.describe(),
+             "accumulator": "int32" if self.acc32 else "int64"}
+        return {"executed_by": self.executed_by, **d} if self.executed_by else d
 
 
 def _quant_of(ctx, i: int, what: str):
@@ -63,8 +69,9 @@ def _quant_of(ctx, i: int, what: str):
 
 
 def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_index: int = 2,
-                   always64: bool = False) -> QConvPlan:
-    """Shared Prepare: ``n_out_axis`` is the filter axis holding the output channels."""
+                   always64: bool = False, eff_fn=effective_scale_double) -> QConvPlan:
+    """Shared Prepare: ``n_out_axis`` is the filter axis holding the output channels; ``eff_fn``
+    computes the real multipliers (default: ``double(sx) * double(sw[oc]) / double(so)``)."""
     x = _quant_of(ctx, 0, "input")
     w = _quant_of(ctx, w_index, "filter")
     out = ctx.outputs[0]
@@ -73,7 +80,7 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
     wshape = w.const.shape if w.const is not None else tuple(w.shape)
     n_out = int(wshape[n_out_axis])
     sw = per_channel_scales(w.quant, n_out, node.name)
-    eff = effective_scale_double(x.quant.scale[0], sw, out.quant.scale[0])
+    eff = eff_fn(x.quant.scale[0], sw, out.quant.scale[0])
     zw_b = w.quant.broadcast(tuple(wshape))[1]
     wq = None if w.const is None else w.const.astype(np.float64) - zw_b.astype(np.float64)
     bt = ctx.inputs[b_index] if b_index < len(ctx.inputs) else None
@@ -85,11 +92,13 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
     x16 = x.dtype == "int16"
     acc64 = x16 and (always64 or bt is None or bt.dtype == "int64")
     rounding = rounding_of(ctx.settings)
+    block, block_rounding = channel_block_of(ctx.settings, node.name)
     if acc64 and not rounding.is_float:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
+        block, block_rounding = 0, None  # the int64 (16x8) paths are scalar reference code
     lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
                               out.dtype, node.name)
-    rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype)
+    rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype, block, block_rounding)
     return QConvPlan(node.name, fplan, int(x.quant.zero_point[0]), wq, zw_b, bias, rq, not acc64,
                      dict(ctx.settings))
 
@@ -107,14 +116,14 @@ def _weights(plan: QConvPlan, w) -> np.ndarray:
     return plan.w if plan.w is not None else np.asarray(w).astype(np.float64) - plan.zw
 
 
-def _prepare_conv(node, ctx):
-    return prepare_common(node, ctx, 0, _fconv._prepare(node, ctx))
+def _prepare_conv(node, ctx, **kw):
+    return prepare_common(node, ctx, 0, _fconv._prepare(node, ctx), **kw)
 
 
-def _prepare_dw(node, ctx):
+def _prepare_dw(node, ctx, **kw):
     wl = node.attrs.get("weight_layout") or "1HWO"
     return prepare_common(node, ctx, -1 if wl == "1HWO" else 0, _fconv._prepare(node, ctx, depthwise=True),
-                          always64=True)
+                          always64=True, **kw)
 
 
 @kernel("Conv", VARIANT, prepare=_prepare_conv)
@@ -129,10 +138,10 @@ def qdepthwise_conv(plan: QConvPlan, x, w, b=None):
     return finish(plan, _fconv._run(plan.fplan, xf, _weights(plan, w), None))
 
 
-def _prepare_tconv(node, ctx):
+def _prepare_tconv(node, ctx, **kw):
     wl = node.attrs.get("weight_layout") or "OHWI"
     axis = 0 if wl == "OHWI" else 1
-    return prepare_common(node, ctx, axis, _ftconv._prepare(node, ctx))
+    return prepare_common(node, ctx, axis, _ftconv._prepare(node, ctx), **kw)
 
 
 @kernel("ConvTranspose", VARIANT, prepare=_prepare_tconv)

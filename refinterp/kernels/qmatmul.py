@@ -40,10 +40,12 @@ class QFCPlan:
     requant: Requant
     acc32: bool
     settings: dict
+    executed_by: str = ""  # delegate variants: "xnnpack" or "built-in kernel (<why>)"
 
     def describe(self) -> dict:
-        return {"input_zero_point": self.zx, **self.requant.describe(),
-                "accumulator": "int32" if self.acc32 else "int64"}
+        d = {"input_zero_point": self.zx, **self.requant.describe(),
+             "accumulator": "int32" if self.acc32 else "int64"}
+        return {"executed_by": self.executed_by, **d} if self.executed_by else d
 
 
 def _need_quant(ctx, i, what):
@@ -53,28 +55,45 @@ def _need_quant(ctx, i, what):
     return t
 
 
-def _prepare_fc(node, ctx) -> QFCPlan:
+FC_IMPLS = ("reference_16x8", "ruy_16x8")
+
+
+def _prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
+    """``eff_fn(sx, sw[O], so)`` overrides the multiplier formula (delegate variants).
+
+    16x8 (int16 activations) accumulator choice, scheme ``impl``:
+    ``reference_16x8`` (default; reference kernels): int64 accumulator + ``requant.rounding64``
+    unless the bias is int32; ``ruy_16x8`` (LiteRT optimized, ``fully_connected.cc``): only an
+    int64 bias selects the int64 reference path (``rounding64``), no bias or an int32 bias runs
+    the int32 ruy GEMM with ``requant.rounding``."""
     x = _need_quant(ctx, 0, "input")
     w = _need_quant(ctx, 1, "weights")
     out = ctx.outputs[0]
     wshape = w.const.shape if w.const is not None else tuple(w.shape)
     n_out = int(wshape[0])
+    impl = ctx.settings.get("impl", "reference_16x8")
+    if impl not in FC_IMPLS:
+        raise ModelError(f"node '{node.name}' (FullyConnected): impl '{impl}' not one of {', '.join(FC_IMPLS)}")
+    bt = ctx.inputs[2] if len(ctx.inputs) > 2 else None
+    bias = None if bt is None or bt.const is None else bt.const.astype(np.int64).reshape(-1)
+    if bt is not None and bt.const is None:
+        raise ModelError(f"node '{node.name}' (FullyConnected): a computed bias is not supported")
+    no_bias64 = bt is None and impl == "reference_16x8"
+    acc64 = x.dtype == "int16" and (no_bias64 or (bt is not None and bt.dtype == "int64"))
     rounding = rounding_of(ctx.settings)
+    if acc64 and not rounding.is_float:
+        rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
     per_channel = np.asarray(w.quant.scale).size > 1
     sw = per_channel_scales(w.quant, n_out, node.name)
-    if rounding.is_float or per_channel:
+    if eff_fn is not None:
+        eff = eff_fn(x.quant.scale[0], sw, out.quant.scale[0])
+        eff = eff if per_channel else eff[0]
+    elif rounding.is_float or per_channel:
         eff = effective_scale_double(x.quant.scale[0], sw, out.quant.scale[0])
     else:
         eff = effective_scale_f32_product(x.quant.scale[0], w.quant.scale[:1], out.quant.scale[0])[0]
     zw_b = w.quant.broadcast(tuple(wshape))[1]
     wq = None if w.const is None else w.const.astype(np.float64) - zw_b
-    bt = ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    bias = None if bt is None or bt.const is None else bt.const.astype(np.int64).reshape(-1)
-    if bt is not None and bt.const is None:
-        raise ModelError(f"node '{node.name}' (FullyConnected): a computed bias is not supported")
-    acc64 = x.dtype == "int16" and (bt is None or bt.dtype == "int64")
-    if acc64 and not rounding.is_float:
-        rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
     lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
                               out.dtype, node.name)
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype)
@@ -108,16 +127,18 @@ class QBMMPlan:
     zb: int
     requant: Requant
     settings: dict
+    executed_by: str = ""
 
     def describe(self) -> dict:
-        return {"zero_points": [self.za, self.zb], **self.requant.describe()}
+        d = {"zero_points": [self.za, self.zb], **self.requant.describe()}
+        return {"executed_by": self.executed_by, **d} if self.executed_by else d
 
 
-def _prepare_bmm(node, ctx) -> QBMMPlan:
+def _prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
     a = _need_quant(ctx, 0, "lhs")
     b = _need_quant(ctx, 1, "rhs")
     out = ctx.outputs[0]
-    eff = effective_scale_f32_product(a.quant.scale[0], b.quant.scale[:1], out.quant.scale[0])[0]
+    eff = eff_fn(a.quant.scale[0], b.quant.scale[:1], out.quant.scale[0])[0]
     lo, hi = qrange(out.dtype)
     rounding = rounding_of(ctx.settings)
     if out.dtype == "int16" and not rounding.is_float:

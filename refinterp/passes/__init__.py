@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import Graph
-from .qdq import fuse_qdq
+from .qdq import fuse_qdq, fuse_qdq_x86
 
-PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq}
+PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x86": fuse_qdq_x86}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

@@ -11,12 +11,12 @@ and is not a graph output; Q per-tensor with constant scale/zero point):
 * MatMul (2 DQ) -> QLinearMatMul; Gemm (2 DQ, optional DQ(int32 C)) -> QGemm;
 * Add, Mul (2 per-tensor DQ) -> QLinearAdd / QLinearMul;
 * Sigmoid, LeakyRelu, AveragePool, GlobalAveragePool, Softmax (1 DQ) -> QLinear*;
-* Concat (every input a per-tensor DQ) -> QLinearConcat;
+* Concat (every input a per-tensor DQ) -> QLinearConcat; Where (DQ on both values) -> QLinearWhere;
 * Relu -> Q with Q's zero point == qmin, Clip -> Q whose representable range lies inside
   [min, max]: the activation is removed (ReluQuantFusion / ClipQuantFusion; exact).
 Not fused (run in float between DQ and Q, as ORT leaves them or because fusion is exact anyway):
 data movement (Reshape, Transpose, MaxPool, Resize, ...: ORT drops their DQ/Q pair, which gives
-the same integers), MatMul/Gemm without an output Q (MatMulIntegerToFloat), Where, ReduceMean.
+the same integers), MatMul/Gemm without an output Q (MatMulIntegerToFloat), ReduceMean.
 Fused nodes keep the op node's name; ``source_op`` becomes ``"QDQ:<op>"``; their inputs are the
 DQ inputs (stored integers) and their output is the Q's output tensor.
 """
@@ -30,22 +30,42 @@ from ..ir import Graph, Node, QuantParams
 
 _UNARY = ("Sigmoid", "LeakyRelu", "AveragePool", "GlobalAveragePool", "Softmax")
 _BINARY = ("Add", "Mul", "MatMul")
-_QRANGE = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
+# Only 8-bit units are fused (ORT's QLinear kernels are 8-bit; 16-bit and 4-bit QDQ run in float
+# here, which is not verified against ORT's 16-bit / MatMulNBits paths).
+_QRANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+_BIAS_DTYPE = "int32"
 
 
 class _Fuser:
-    def __init__(self, g: Graph) -> None:
+    """Fusion over index maps built once (after the activation drop); every fusion updates them, so a
+    graph of N nodes is processed in O(N)."""
+
+    def __init__(self, g: Graph, u8_reencode: bool = False) -> None:
         self.g = g
+        self.u8 = u8_reencode
         self.tensors = dict(g.tensors)
         self.nodes = list(g.nodes)
         self.outputs = set(g.outputs)
+        self._index()
+        self.u8_names = self.reencoded_u8() if u8_reencode else set()
+        self.removed: set[int] = set()  # id() of nodes removed by fusions
+        self.replaced: dict[int, Node] = {}  # id(op node) -> fused node
+        self.orphans: list[Node] = []  # DQ nodes that lost a consumer
 
-    # -- lookups over the current node list ----------------------------------------------------
+    def _index(self) -> None:
+        self._prod: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs if o}
+        self._cons: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i:
+                    self._cons.setdefault(i, []).append(n)
+
+    # -- lookups -----------------------------------------------------------------------------------
     def producer(self, name: str) -> Node | None:
-        return next((n for n in self.nodes if name in n.outputs), None)
+        return self._prod.get(name)
 
     def consumers(self, name: str) -> list[Node]:
-        return [n for n in self.nodes if name in n.inputs]
+        return self._cons.get(name, [])
 
     def const(self, name: str) -> np.ndarray | None:
         t = self.tensors.get(name) if name else None
@@ -79,7 +99,9 @@ class _Fuser:
             return None
         src = n.inputs[0]
         info = self.tensors.get(src)
-        if info is None or np.dtype(info.dtype).kind not in "iu" or (const and info.const is None):
+        if info is None or info.dtype not in (*_QRANGE, _BIAS_DTYPE) or (const and info.const is None):
+            return None
+        if info.dtype == _BIAS_DTYPE and not const:
             return None
         qp = self._params(n, src)
         if qp is None or (per_tensor and not qp.per_tensor):
@@ -100,29 +122,65 @@ class _Fuser:
             return None
         return q, qp
 
+    def reencoded_u8(self) -> set[str]:
+        """Int8 tensors ORT's x86 QDQS8ToU8Transformer re-encodes as uint8 (decided on the graph
+        before any fusion): produced by a QuantizeLinear whose only consumer is one DequantizeLinear
+        feeding at most one node."""
+        out = set()
+        for n in self.nodes:
+            if n.op != "QuantizeLinear" or not n.outputs or n.outputs[0] in self.outputs:
+                continue
+            name = n.outputs[0]
+            cons = self.consumers(name)
+            # EnsureUniqueDQForNodeUnit first gives every consumer of a DQ its own DQ copy; a Q feeding
+            # several DQs is then left as int8 (observed on onnxruntime 1.31.1)
+            if self.tensors[name].dtype == "int8" and len(cons) == 1 and cons[0].op == "DequantizeLinear" \
+                    and len(self.consumers(cons[0].outputs[0])) <= 1:
+                out.add(name)
+        return out
+
+    def effective_type(self, name: str) -> str:
+        return "uint8" if name in self.u8_names else self.tensors[name].dtype
+
     # -- rewriting -------------------------------------------------------------------------------
     def _set_quant(self, name: str, qp: QuantParams) -> None:
         t = self.tensors[name]
         self.tensors[name] = dataclasses.replace(t, quant=qp)
 
     def _replace(self, op_node: Node, inputs: list[str], quants: list, q: Node, qqp: QuantParams,
-                 dqs: list[Node]) -> None:
+                 dqs: list[Node], attrs_extra: dict) -> None:
         for name, qp in zip(inputs, quants):
             if name and qp is not None:
                 self._set_quant(name, qp)
         out = q.outputs[0]
         self._set_quant(out, qqp)
-        fused = dataclasses.replace(op_node, inputs=list(inputs), outputs=[out], attrs=dict(op_node.attrs),
-                                    source_op=f"QDQ:{op_node.op}")
-        i = self.nodes.index(op_node)
-        self.nodes[i] = fused
-        self.nodes.remove(q)
-        for d in dqs:
-            if d in self.nodes and not any(self.consumers(o) for o in d.outputs) \
-                    and not any(o in self.outputs for o in d.outputs):
-                self.nodes.remove(d)
+        fused = dataclasses.replace(op_node, inputs=list(inputs), outputs=[out],
+                                    attrs={**op_node.attrs, **attrs_extra}, source_op=f"QDQ:{op_node.op}")
+        self.replaced[id(op_node)] = fused
+        self.removed.add(id(q))
+        for name in set(op_node.inputs) | set(q.inputs):  # old edges of the op node and the Q
+            if name in self._cons:
+                self._cons[name] = [c for c in self._cons[name] if c is not op_node and c is not q]
+        for name in inputs:
+            if name:
+                self._cons.setdefault(name, []).append(fused)
+        self._prod.pop(op_node.outputs[0], None)
+        self._prod[out] = fused
+        self.orphans.extend(dqs)
+
+    def result(self) -> list[Node]:
+        """Nodes in their original order, fused nodes in place of their op node, dead DQs dropped."""
+        dead = {id(d) for d in self.orphans
+                if not any(self.consumers(o) for o in d.outputs) and not any(o in self.outputs for o in d.outputs)}
+        out = []
+        for n in self.nodes:
+            if id(n) in self.removed or id(n) in dead:
+                continue
+            out.append(self.replaced.get(id(n), n))
+        return out
 
     def drop_activations(self) -> None:
+        changed = False
         for n in list(self.nodes):
             if n.op not in ("Relu", "Clip") or not n.inputs:
                 continue
@@ -141,8 +199,12 @@ class _Fuser:
                 ok = ((cmin is None or float(np.asarray(cmin)) <= rmin)
                       and (cmax is None or float(np.asarray(cmax)) >= rmax))
             if ok:
-                self.nodes[self.nodes.index(q)] = dataclasses.replace(q, inputs=[n.inputs[0]] + q.inputs[1:])
-                self.nodes.remove(n)
+                i_q = next(i for i, m in enumerate(self.nodes) if m is q)
+                self.nodes[i_q] = dataclasses.replace(q, inputs=[n.inputs[0]] + q.inputs[1:])
+                self.nodes = [m for m in self.nodes if m is not n]
+                changed = True
+        if changed:
+            self._index()
 
     def fuse_node(self, n: Node) -> None:
         if not n.outputs or not n.inputs:
@@ -159,7 +221,7 @@ class _Fuser:
             parts = [x, w]
             if len(n.inputs) > 2 and n.inputs[2]:
                 b = self.dq(n.inputs[2], per_tensor=False, const=True)
-                if b is None or self.tensors[b[1]].dtype != "int32":
+                if b is None or self.tensors[b[1]].dtype != _BIAS_DTYPE:
                     return
                 parts.append(b)
         elif n.op in _BINARY:
@@ -174,17 +236,53 @@ class _Fuser:
             parts = [self.dq(i) for i in n.inputs]
             if any(p is None for p in parts):
                 return
+        elif n.op == "Where":
+            parts = [self.dq(i) for i in n.inputs[1:3]]
+            if len(n.inputs) != 3 or any(p is None for p in parts):
+                return
+            parts.insert(0, (None, n.inputs[0], None))  # the bool condition is kept as is
         else:
             return
-        self._replace(n, [p[1] for p in parts], [p[2] for p in parts], q, qqp, [p[0] for p in parts])
+        # activations (not the constant weights / bias) and the output must share one storage type
+        acts = [p[1] for p in parts[:1]] if n.op in ("Conv", "DepthwiseConv", "Gemm", "MatMul") \
+            else [p[1] for p in parts if p[0] is not None]
+        types = {self.effective_type(a) for a in acts} | {self.effective_type(q.outputs[0])}
+        if len(types) != 1:
+            return
+        attrs_extra = {}
+        if self.u8 and types == {"uint8"} and self.tensors[q.outputs[0]].dtype == "int8" \
+                and n.op in _U8_SENSITIVE:
+            attrs_extra["int8_as_uint8"] = 1
+        self._replace(n, [p[1] for p in parts], [p[2] for p in parts], q, qqp,
+                      [p[0] for p in parts if p[0] is not None], attrs_extra)
+
+
+# Fused ops whose ORT kernel adds a zero point in float or works on raw codes: on uint8-re-encoded
+# int8 tensors (codes + 128, zero point + 128) they can round differently from int8 codes.
+_U8_SENSITIVE = ("Add", "Mul", "AveragePool")
 
 
 def fuse_qdq(graph: Graph) -> Graph:
-    """Return a new Graph with ORT's QDQ node units fused (the input graph is not modified)."""
-    f = _Fuser(graph)
+    """Return a new Graph with ORT's QDQ node units fused (the input graph is not modified).
+    Int8 QDQ units stay int8 (ORT on ARM, where QDQIsInt8Allowed())."""
+    return _fuse(graph, False)
+
+
+def fuse_qdq_x86(graph: Graph) -> Graph:
+    """``fuse_qdq`` after ORT's x86 QDQS8ToU8Transformer (qdq_s8_to_u8.cc): int8 Q -> DQ pairs are
+    re-encoded as uint8 (zero point + 128) before fusion.  The re-encoding is exact, but (1) a unit
+    whose activations and output end up with different storage types is not fused (e.g. a final
+    int8 Q with no DQ after it, or an int8 graph input feeding a DQ) and (2) kernels in
+    ``_U8_SENSITIVE`` compute on the shifted codes: the fused node keeps its int8 tensors and gets the
+    attribute ``int8_as_uint8 = 1``; the ``ort`` kernels shift codes and zero points by 128."""
+    return _fuse(graph, True)
+
+
+def _fuse(graph: Graph, u8_reencode: bool) -> Graph:
+    f = _Fuser(graph, u8_reencode)
     f.drop_activations()
     for n in list(f.nodes):
-        if n in f.nodes:
-            f.fuse_node(n)
-    return graph.replace(nodes=f.nodes, tensors=f.tensors)
+        f.fuse_node(n)
+    return graph.replace(nodes=f.result(), tensors=f.tensors)
+
 

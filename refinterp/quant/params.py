@@ -68,6 +68,23 @@ def rounding_of(settings: dict[str, Any], default: str = "double") -> Rounding:
     return Rounding.parse((settings.get("requant") or {}).get("rounding", default))
 
 
+def channel_block_of(settings: dict[str, Any], where: str = "") -> tuple[int, Rounding | None]:
+    """``requant.channel_block`` / ``requant.block_rounding`` -> (block, rounding) or (0, None)."""
+    rq = settings.get("requant") or {}
+    block, r = rq.get("channel_block"), rq.get("block_rounding")
+    if (block is None) != (r is None):
+        raise ModelError("requant.channel_block and requant.block_rounding must be given together",
+                         where or None)
+    return (0, None) if block is None else (int(block), Rounding.parse(r))
+
+
+def xnn_scale_f32(s_in, s_w: np.ndarray, s_out) -> np.ndarray:
+    """XNNPACK fp32 requantization scale ``(float)((float)(s_in * s_w[c]) / s_out)`` (all float32;
+    xnn_init_qs8_conv_minmax_fp32 / qs8_qc8w params), returned as float64 holding float32 values."""
+    prod = (np.float32(s_in) * np.asarray(s_w, np.float32)).astype(np.float32)
+    return (prod / np.float32(s_out)).astype(np.float32).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class Requant:
     """acc -> clamp(rescale(acc) + zo, lo, hi) stored as ``dtype``.
@@ -84,25 +101,47 @@ class Requant:
     lo: int
     hi: int
     dtype: str
+    # Channel blocks (last axis): c < block*floor(C/block) use ``block_rounding``, the tail
+    # ``rounding`` (LiteRT OPT vectorised Quantize / MultiplyByQuantizedMultiplier4Rows).
+    block: int = 0
+    block_rounding: Rounding | None = None
 
     @classmethod
-    def build(cls, eff: np.ndarray, rounding: Rounding, zo: int, lo: int, hi: int, dtype: str) -> "Requant":
+    def build(cls, eff: np.ndarray, rounding: Rounding, zo: int, lo: int, hi: int, dtype: str,
+              block: int = 0, block_rounding: Rounding | None = None) -> "Requant":
         eff = np.asarray(eff, np.float64)
         M, sh = quantize_multipliers(eff)
-        return cls(rounding, M.reshape(eff.shape), sh.reshape(eff.shape), eff, int(zo), lo, hi, dtype)
+        if rounding.is_float or block_rounding is None:
+            block, block_rounding = 0, None
+        return cls(rounding, M.reshape(eff.shape), sh.reshape(eff.shape), eff, int(zo), lo, hi, dtype,
+                   int(block), block_rounding)
 
-    def __call__(self, acc: np.ndarray) -> np.ndarray:
+    def rescale(self, acc: np.ndarray) -> np.ndarray:
+        """The rescaled accumulator before the zero point and the clamp."""
         if self.rounding.is_float:
             y = requantize_float(acc, self.scale, self.rounding)
             if self.rounding is Rounding.FLOAT64_HALF_AWAY:
                 y = wrap_int32(y)  # static_cast<int32_t> of the rounded double
-        else:
-            y = requantize(acc, self.M, self.shift, self.rounding)
-        return np.clip(y + self.zo, self.lo, self.hi).astype(self.dtype)
+            return y
+        y = requantize(acc, self.M, self.shift, self.rounding)
+        acc = np.asarray(acc)
+        n_blk = self.block * (acc.shape[-1] // self.block) if self.block and acc.ndim else 0
+        if n_blk:
+            C = acc.shape[-1]
+            M = np.broadcast_to(self.M, (C,))[:n_blk]
+            sh = np.broadcast_to(self.shift, (C,))[:n_blk]
+            y[..., :n_blk] = requantize(acc[..., :n_blk], M, sh, self.block_rounding)
+        return y
+
+    def __call__(self, acc: np.ndarray) -> np.ndarray:
+        return np.clip(self.rescale(acc) + self.zo, self.lo, self.hi).astype(self.dtype)
 
     def describe(self) -> dict[str, Any]:
-        return {"rounding": self.rounding.value, "multiplier": self.M.tolist(), "shift": self.shift.tolist(),
-                "scale": self.scale.tolist(), "zero_point": self.zo, "clamp": [self.lo, self.hi]}
+        d = {"rounding": self.rounding.value, "multiplier": self.M.tolist(), "shift": self.shift.tolist(),
+             "scale": self.scale.tolist(), "zero_point": self.zo, "clamp": [self.lo, self.hi]}
+        if self.block:
+            d["channel_blocks"] = f"channels < {self.block}*floor(C/{self.block}): {self.block_rounding.value}"
+        return d
 
 
 def accumulate_overflow(acc: np.ndarray, settings: dict[str, Any]) -> np.ndarray:

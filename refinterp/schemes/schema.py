@@ -23,8 +23,8 @@ REQUANT::
 
     rounding: double | upward | single | mbqm64 | pot | float64_half_away | float32_half_even
               (definitions: refinterp/quant/requant.py)
-    rounding64: an integer form for int64 accumulators (16x8 conv/FC with int64 bias; TFLite:
-              mbqm64); ignored when ``rounding`` is a float form
+    rounding64: the form for int64 accumulators (16x8 conv/FC with int64 bias; TFLite: mbqm64;
+              LiteRT optimized FC: float64_half_away); ignored when ``rounding`` is a float form
     channel_block: N                 # vectorised channel blocks (LiteRT OPT DepthwiseConv / TransposeConv
                                      # 8, MEAN spatial fast path 16): channels c < N*floor(C/N) use
     block_rounding: an integer form  # ``block_rounding``, the C mod N tail channels ``rounding``
@@ -104,7 +104,7 @@ def _pos_int(path: str, v: Any, where: str) -> None:
 
 
 REQUANT: dict[str, Check] = {"rounding": _enum(*(r.value for r in Rounding)),
-                             "rounding64": _enum(*(r.value for r in Rounding if not r.is_float)),
+                             "rounding64": _enum(*(r.value for r in Rounding)),
                              "channel_block": _pos_int,
                              "block_rounding": _enum(*(r.value for r in Rounding if not r.is_float))}
 ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap", "saturate")}

@@ -99,6 +99,7 @@ def _run_litert(resolver: str):
             it = Interpreter(model_content=bytes(model), num_threads=1,
                              experimental_op_resolver_type=_resolver_type(resolver),
                              experimental_preserve_all_tensors=True)
+            it.allocate_tensors()  # the delegate is applied lazily: before this no DELEGATE node exists
             ops = it._get_ops_details()
             delegated = {tuple(o["outputs"]) for o in ops if o["op_name"] == "DELEGATE"}
             plain = [o for o in ops if o["op_name"] != "DELEGATE"]

@@ -3,9 +3,10 @@ converter-made fixtures in tests/fixtures/onnx: every integer tensor vs onnxrunt
 
 What is compared: every uint8 / int8 / int32 tensor produced by a node (QuantizeLinear outputs in
 QDQ models; QLinear* / QuantizeLinear / integer data-movement outputs in QOperator models) is made a
-graph output of the oracle's copy of the model.  In QDQ models these are the Q outputs: a Q output
-may be a graph output without blocking ORT's QDQ fusion (the fused node produces it), whereas
-exposing DQ or float op outputs would block it, so float tensors are not compared.
+graph output, and both the oracle and refinterp run that same modified model.  Exposing a tensor
+can change ORT's graph: a Q output that is a graph output is not re-encoded s8 -> u8 on x86
+(QDQS8ToU8Transformer), which changes which QDQ units fuse (refinterp's fuse_qdq_x86 applies the
+same rule); exposing DQ or float op outputs would block fusion, so float tensors are not compared.
 * ``onnxruntime-cpu`` (graph_passes: [fuse_qdq]) vs ORT at ORT_ENABLE_ALL (the default);
 * QOperator models also vs ORT_DISABLE_ALL (same kernels), QDQ models vs ORT_DISABLE_ALL with the
   pass switched off (DQ -> float op -> Q literally);
@@ -13,6 +14,7 @@ exposing DQ or float op outputs would block it, so float tensors are not compare
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +31,7 @@ from refinterp.schemes import load_scheme  # noqa: E402
 from tests.onnx_models import _Builder, small_cnn  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
-_INT_TYPES = (TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32)
+_INT_TYPES = (TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32, TensorProto.UINT16, TensorProto.INT16)
 
 
 def se_mobilenet(seed: int = 3):
@@ -92,8 +94,13 @@ def _quantize(model, tmp_path: Path, fmt: str, **kw) -> Path:
     inp = model.graph.input[0]
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
     q = quantization
-    if fmt == "qdq_s8s8":
-        opts = dict(quant_format=q.QuantFormat.QDQ, activation_type=q.QuantType.QInt8,
+    if fmt.startswith("qdq_"):
+        act, wt = {"qdq_s8s8": ("QInt8", "QInt8"), "qdq_s16s8": ("QInt16", "QInt8"), "qdq_u16u8": ("QUInt16", "QUInt8"),
+                   "qdq_s8s4": ("QInt8", "QInt4")}[fmt]
+        opts = dict(quant_format=q.QuantFormat.QDQ, activation_type=getattr(q.QuantType, act),
+                    weight_type=getattr(q.QuantType, wt), per_channel=True)
+    elif fmt == "qop_s8s8":
+        opts = dict(quant_format=q.QuantFormat.QOperator, activation_type=q.QuantType.QInt8,
                     weight_type=q.QuantType.QInt8, per_channel=True)
     else:
         opts = dict(quant_format=q.QuantFormat.QOperator, activation_type=q.QuantType.QUInt8,
@@ -142,7 +149,10 @@ def _compare(path: Path, scheme, oracle: str, level: str = "ALL", seeds=(0, 1, 2
     else:
         ev = ReferenceEvaluator(model)
         run = lambda f: dict(zip([o.name for o in model.graph.output], ev.run(None, f)))  # noqa: E731
-    ours = refinterp.Session(refinterp.load(str(path)), scheme)
+    with tempfile.TemporaryDirectory() as d:  # refinterp runs the same (exposed) graph as the oracle
+        exposed = Path(d) / "exposed.onnx"
+        onnx.save(model, str(exposed))
+        ours = refinterp.Session(refinterp.load(str(exposed)), scheme)
     bad = []
     for seed in seeds:
         feeds = _feeds(path, seed)
@@ -177,9 +187,27 @@ def quantized(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(_MODELS))
-@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qop_u8s8"])
+@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qop_u8s8", "qop_s8s8"])
 def test_quantize_static_vs_ort_default(quantized, name, fmt):
     assert _compare(quantized(name, fmt), "onnxruntime-cpu", "ort", "ALL") > 0
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qop_u8s8"])
+def test_quantize_static_model_outputs_unexposed(quantized, name, fmt):
+    """The unmodified model (ORT's own fusion decisions, nothing exposed): its outputs, which are
+    DequantizeLinear of integer tensors, must be identical (0 tolerance)."""
+    path = quantized(name, fmt)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ours = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu")
+    for seed in range(4):
+        feeds = _feeds(path, seed)
+        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        got = ours.run(feeds)
+        for k, v in want.items():
+            assert np.array_equal(v, got[k]), f"seed {seed} {k}: {int(np.sum(v != got[k]))}/{v.size} differ"
 
 
 @pytest.mark.parametrize("name", list(_MODELS))
@@ -206,9 +234,41 @@ def test_qoperator_standard_ops_vs_onnx_reference(tmp_path, name):
 _FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx")) if FIXTURES.is_dir() else []
 
 
+@pytest.mark.parametrize("name", list(_MODELS))
+@pytest.mark.parametrize("fmt", ["qdq_s16s8", "qdq_s8s4", "qdq_u16u8"])
+def test_quantize_static_qdq_other_widths_vs_ort_default(request, quantized, name, fmt):
+    """16-bit activations / 4-bit weights: units with a 16-bit or 4-bit tensor are not fused (ORT's
+    QLinear kernels are 8-bit), so they run DQ -> float op -> Q; 8-bit units still fuse."""
+    if "16" in fmt and name != "attention":
+        request.applymarker(pytest.mark.xfail(
+            strict=False, reason="known: a float Conv between DQ and Q sums in a different order than "
+                     "MLAS (NCHWc / SGEMM FMA chains); with 16-bit steps 1-ulp differences flip a few codes"))
+    assert _compare(quantized(name, fmt), "onnxruntime-cpu", "ort", "ALL") > 0
+
+
 @pytest.mark.parametrize("fixture", [f for f in _FIXTURES if "float" not in f])
 @pytest.mark.parametrize("level", ["ALL", "DISABLE"])
 def test_fixture_models_vs_ort(fixture, level):
     path = FIXTURES / fixture
     scheme = _no_pass_scheme() if ("qdq" in fixture and level == "DISABLE") else "onnxruntime-cpu"
     assert _compare(path, scheme, "ort", level) > 0
+
+
+@pytest.mark.parametrize("name", ["se_mobilenet", "attention"])
+@pytest.mark.parametrize("level", ["ALL", "DISABLE", "reference"])
+def test_quantize_dynamic_vs_oracles(tmp_path, name, level):
+    """onnxruntime.quantization.quantize_dynamic: DynamicQuantizeLinear -> MatMulInteger / ConvInteger
+    -> Cast -> Mul; every integer tensor (uint8 activations, scales' zero points, int32 products)."""
+    model = _MODELS[name]()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = max(o.version, 21)
+    src, dst = tmp_path / "f32.onnx", tmp_path / "dyn.onnx"
+    onnx.save(model, str(src))
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    ops = {n.op_type for n in onnx.load(str(dst)).graph.node}
+    assert "DynamicQuantizeLinear" in ops and ({"MatMulInteger", "ConvInteger"} & ops)
+    if level == "reference":
+        assert _compare(dst, "onnx-reference", "ref") > 0
+    else:
+        assert _compare(dst, "onnxruntime-cpu", "ort", level) > 0

@@ -17,7 +17,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import refinterp  # noqa: E402
 
-_NP2ONNX = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+_NP2ONNX = {np.dtype(bool): TensorProto.BOOL, np.dtype(np.uint8): TensorProto.UINT8,
+            np.dtype(np.int8): TensorProto.INT8,
             np.dtype(np.int32): TensorProto.INT32, np.dtype(np.float32): TensorProto.FLOAT}
 
 
@@ -116,7 +117,8 @@ def test_qlinear_matmul(tmp_path, case, scheme, oracle):
     bs = np.float32(0.5) if case < 2 else (rng.random(6) * 0.01 + 0.001).astype(np.float32)
     ys = np.float32(ys) if case < 2 else np.float32(ys * 40 * xs * 0.01)
     inits = {"as": np.float32(xs), "az": adt(zx), "b": b, "bs": bs,
-             "bz": np.int8(0) if np.ndim(bs) == 0 else np.zeros(6, np.int8), "ys": ys, "yz": adt(zy if adt == np.uint8 else zy - 128)}
+             "bz": np.int8(0) if np.ndim(bs) == 0 else np.zeros(6, np.int8), "ys": ys,
+             "yz": adt(zy if adt == np.uint8 else zy - 128)}
     m, path = _model(tmp_path, "QLinearMatMul", {"a": a}, inits, [("y", _NP2ONNX[np.dtype(adt)])],
                      _inputs=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
     _check(m, path, {"a": a}, scheme, oracle)
@@ -298,7 +300,9 @@ def test_quantize_linear(tmp_path, case, scheme, oracle):
     scale = np.float32([0.5, 0.25, 0.0137, 2.0, 0.125, 0.031][case])
     zp = [3, -5, 128, 0, 255, 1][case]
     k = rng.integers(-300, 300, (2, 3, 40)).astype(np.float32)
-    x = ((k + 0.5) * scale).astype(np.float32) if case != 2 else (rng.standard_normal((2, 3, 40)) * 2).astype(np.float32)
+    x = ((k + 0.5) * scale).astype(np.float32)
+    if case == 2:
+        x = (rng.standard_normal((2, 3, 40)) * 2).astype(np.float32)
     inits = {"s": scale, "z": dt(zp)}
     if case == 5:  # per-axis on axis 1
         inits = {"s": np.float32([0.5, 0.25, 0.031]), "z": np.array([1, -3, 0], np.int8)}
@@ -342,3 +346,21 @@ def test_qlinear_exact_ties_and_large_acc(tmp_path, case, op, scheme, oracle):
         inits["b"] = bias
     m, path = _model(tmp_path, op, {"x": x}, inits, [("y", TensorProto.UINT8)], _inputs=names, **extra)
     _check(m, path, {"x": x}, scheme, oracle)
+
+
+@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_where(tmp_path, case, dtype):
+    rng = np.random.default_rng(120 + case)
+    off = 0 if dtype == np.uint8 else -128
+    x = (np.arange(256) + off).astype(dtype).reshape(16, 16)  # every code
+    y = _codes(rng, dtype, (16, 16))
+    cond = rng.random((16, 16)) < 0.5
+    sx, zx, sy, zy, sz, zz = [(0.1, 128, 0.1, 128, 0.1, 128), (0.05, 3, 0.2, 250, 0.07, 101),
+                              (0.5, 1, 0.25, 0, 0.75, 9)][case]
+    inits = {"xs": np.float32(sx), "xz": dtype(zx + off), "ys": np.float32(sy), "yz": dtype(zy + off),
+             "zs": np.float32(sz), "zz": dtype(zz + off)}
+    m, path = _model(tmp_path, "QLinearWhere", {"c": cond, "x": x, "y": y}, inits,
+                     [("z", _NP2ONNX[np.dtype(dtype)])], domain="com.microsoft",
+                     _inputs=["c", "x", "xs", "xz", "y", "ys", "yz", "zs", "zz"])
+    _check(m, path, {"c": cond, "x": x, "y": y})

@@ -41,12 +41,37 @@ INTERESTING_INTS = (0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000
                     0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x40000000, 0xFFFFFFFE, 0xFFFFFFF0, 1 << 20)
 
 
+# Findings in readers this fuzzing work does not own, reported to their owners with a reproducer in
+# tests/fuzz/regressions/ (replayed by test_regressions.py as strict xfails).  Matched by the exception
+# type and the innermost refinterp source file of its traceback; anything else still fails.  Remove an
+# entry as soon as its owner fixes it (the strict xfail then fails, as a reminder).
+KNOWN_OPEN = {
+    ("TokenError", "refinterp/dumps/npydir.py"),  # np.load of a malformed .npy header
+    ("BadZipFile", "refinterp/golden/case.py"),  # read_case: np.load of a corrupt tensors.npz
+    ("IndexError", "refinterp/dumps/polygraphy.py"),  # _iterations: a runner entry that is not a pair
+    ("TypeError", "refinterp/dumps/polygraphy.py"),
+}
+known_hits: dict[tuple[str, str], int] = {}
+
+
+def signature(err: BaseException) -> tuple[str, str]:
+    """(exception type name, innermost ``refinterp/...`` file of the traceback)."""
+    inner = ""
+    for fr in traceback.extract_tb(err.__traceback__):
+        f = fr.filename.replace("\\", "/")
+        if "/refinterp/" in f and "/tests/" not in f:
+            inner = "refinterp/" + f.rsplit("/refinterp/", 1)[1]
+    return type(err).__name__, inner
+
+
 class Hang(BaseException):
     """Raised by the per-example alarm; a BaseException so no ``except Exception`` swallows it."""
 
 
 class Finding(AssertionError):
-    pass
+    def __init__(self, message: str, target: str, files: dict[str, bytes], error: BaseException) -> None:
+        super().__init__(message)
+        self.target, self.files, self.error = target, files, error
 
 
 # -- mutations ---------------------------------------------------------------------------------
@@ -62,7 +87,7 @@ mutation = st.one_of(
     st.tuples(st.just("insert"), _region, _pos, st.binary(min_size=1, max_size=16)),
     st.tuples(st.just("copy"), _region, _pos, _pos, st.integers(1, 64)),
 )
-mutations = st.lists(mutation, min_size=1, max_size=6)
+mutations = st.lists(mutation, min_size=1, max_size=3)
 
 
 def _where(region: str, pos: int, n: int, align: int = 1) -> int:
@@ -177,8 +202,20 @@ def expect_clean(target: str, files: dict[str, bytes], fn: Callable[[], Any]) ->
     except RefinterpError:
         return
     except (Exception, Hang) as e:  # noqa: BLE001 - that is the point: nothing else may escape
-        d = save_finding(target, files, e)
-        raise Finding(f"{target}: {type(e).__name__}: {str(e)[:300]} (reproducer: {d})") from e
+        sig = signature(e)
+        if sig in KNOWN_OPEN:
+            known_hits[sig] = known_hits.get(sig, 0) + 1
+            return
+        raise Finding(f"{target}: {type(e).__name__}: {str(e)[:300]}", target, files, e) from e
+
+
+def _findings(e: BaseException) -> list[Finding]:
+    """Every Finding in ``e`` (hypothesis groups distinct failures); anything else is re-raised."""
+    if isinstance(e, Finding):
+        return [e]
+    if isinstance(e, BaseExceptionGroup):
+        return [f for sub in e.exceptions for f in _findings(sub)]
+    raise e
 
 
 def run_target(name: str, strategy: st.SearchStrategy, check: Callable[[Any], None], seconds: float) -> int:
@@ -198,13 +235,17 @@ def run_target(name: str, strategy: st.SearchStrategy, check: Callable[[Any], No
 
             try:
                 one_round()
-            except Finding as e:
+            except (Finding, BaseExceptionGroup) as e:  # the shrunk example(s): save each once
+                found = _findings(e)
+                for f in found:
+                    d = save_finding(f.target, f.files, f.error)
+                    failures.append(f"round {rounds} (seed {BASE_SEED + rounds}): {str(f)[:400]} (reproducer: {d})")
                 if not keep_going:
-                    raise
-                failures.append(f"round {rounds}: {str(e)[:400]}")
+                    raise AssertionError("\n".join(failures)) from e
             rounds += 1
             if time.monotonic() >= stop:
                 break
-    print(f"fuzz {name}: {rounds} rounds x {EXAMPLES_PER_ROUND} examples in {seconds:.0f} s budget")
+    print(f"fuzz {name}: {rounds} rounds x {EXAMPLES_PER_ROUND} examples in {seconds:.0f} s budget; "
+          f"known open findings hit so far: {known_hits or 'none'}")
     assert not failures, f"{name}: {len(failures)} finding(s):\n" + "\n".join(failures)
     return rounds

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
 from refinterp.errors import SchemeError  # noqa: E402
-from refinterp.passes import fuse_qdq  # noqa: E402
+from refinterp.passes import fuse_qdq, fuse_qdq_x86  # noqa: E402
 from refinterp.schemes import schema  # noqa: E402
 
 
@@ -54,6 +54,7 @@ def _qdq_graph(tmp_path, relu_zp=-128, expose_conv_out=False):
     g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
                           outs, initializer=inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
     path = tmp_path / "qdq.onnx"
     onnx.save(m, str(path))
     return refinterp.load(str(path))
@@ -102,17 +103,49 @@ def test_session_applies_pass_only_when_scheme_asks(tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 2, 5, 5)).astype(np.float32)
     s_float = refinterp.Session(g, "float32")
     assert any(st.node.op == "QuantizeLinear" and st.node.name == "q_conv" for st in s_float.steps)
-    s_ort = refinterp.Session(g, "onnxruntime-cpu")
-    assert [st.node.name for st in s_ort.steps if st.node.source_op.startswith("QDQ:")] == ["conv", "add"]
-    assert all(st.kernel.variant == "ort" for st in s_ort.steps if st.node.source_op.startswith("QDQ:"))
-    y_float, y_ort = s_float.run({"x": x}), s_ort.run({"x": x})
-    assert y_float["sq"].dtype == y_ort["sq"].dtype == np.int8
+    s_arm = refinterp.Session(g, "onnxruntime-arm64")  # graph_passes: [fuse_qdq]
+    assert [st.node.name for st in s_arm.steps if st.node.source_op.startswith("QDQ:")] == ["conv", "add"]
+    assert all(st.kernel.variant == "ort" for st in s_arm.steps if st.node.source_op.startswith("QDQ:"))
+    y_float, y_arm = s_float.run({"x": x}), s_arm.run({"x": x})
+    assert y_float["sq"].dtype == y_arm["sq"].dtype == np.int8
     # fused integer and literal float paths agree to within one code on this small graph
-    assert np.max(np.abs(y_float["sq"].astype(int) - y_ort["sq"].astype(int))) <= 1
+    assert np.max(np.abs(y_float["sq"].astype(int) - y_arm["sq"].astype(int))) <= 1
+
+
+def test_x86_reencoding_blocks_mixed_type_units(tmp_path):
+    """x86 (fuse_qdq_x86): 'xq' feeds two DQs and stays int8 while 'cq' (one DQ, one consumer) becomes
+    uint8, so neither the Conv (int8 in, uint8 out) nor the Add (uint8 + int8) unit is fused."""
+    g = _qdq_graph(tmp_path)
+    s = refinterp.Session(g, "onnxruntime-cpu")
+    assert not [st.node.name for st in s.steps if st.node.source_op.startswith("QDQ:")]
+    assert "relu" not in _by_name(fuse_qdq_x86(g))  # ReluQuantFusion does not depend on the types
+
+
+def test_x86_marks_int8_units_computed_as_uint8(tmp_path):
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(np.float32(v), n) for n, v in (("s0", 0.03), ("s1", 0.05), ("so", 0.07))]
+    inits += [numpy_helper.from_array(np.int8(v), n) for n, v in (("z0", 1), ("z1", -3), ("zo", 9))]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "s0", "z0"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "s0", "z0"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "s1", "z1"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "s1", "z1"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["y"], name="add"),
+             helper.make_node("QuantizeLinear", ["y", "so", "zo"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["out"])]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 4]) for n in ("a", "b")]
+    m = helper.make_model(helper.make_graph(nodes, "add", vi, [helper.make_tensor_value_info("out", 1, None)],
+                                            initializer=inits), opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "add.onnx"))
+    g = refinterp.load(str(tmp_path / "add.onnx"))
+    assert _by_name(fuse_qdq_x86(g))["add"].attrs.get("int8_as_uint8") == 1
+    assert "int8_as_uint8" not in _by_name(fuse_qdq(g))["add"].attrs
+    feeds = {k: rng.standard_normal((4, 4)).astype(np.float32) for k in ("a", "b")}
+    assert refinterp.Session(g, "onnxruntime-cpu").run(feeds)["out"].shape == (4, 4)
 
 
 def test_schema_validates_graph_passes():
-    schema.validate({"name": "x", "graph_passes": ["fuse_qdq"]}, "t.yaml")
+    schema.validate({"name": "x", "graph_passes": ["fuse_qdq", "fuse_qdq_x86"]}, "t.yaml")
     with pytest.raises(SchemeError, match="unknown graph pass"):
         schema.validate({"name": "x", "graph_passes": ["fuse_everything"]}, "t.yaml")
     with pytest.raises(SchemeError, match="graph_passes"):

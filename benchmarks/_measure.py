@@ -1,0 +1,159 @@
+"""One model, measured in this (child) process: refinterp per scheme and the real runtimes.
+
+Run by benchmarks/run.py as ``python benchmarks/_measure.py SPEC_JSON``; prints one JSON line.
+Thread counts come from the environment the parent sets (settings.thread_env).  LiteRT
+BUILTIN_REF can abort the process on a failed TF_LITE_ASSERT, so the parent runs it alone
+(``"runtimes": ["litert-ref"]``, no schemes) in its own child.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+
+def timed(fn, min_reps: int, max_reps: int, budget_s: float) -> list[float]:
+    """Wall times of ``fn()``: at least ``min_reps``, then more until ``budget_s`` or ``max_reps``."""
+    out: list[float] = []
+    start = time.perf_counter()
+    while len(out) < max_reps and (len(out) < min_reps or time.perf_counter() - start < budget_s):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def make_feeds(graph, seed: int = 0) -> dict[str, np.ndarray]:
+    from refinterp.ir import storage_dtype
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name in graph.inputs:
+        info = graph.tensors[name]
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in (info.shape or [1])]
+        dt = storage_dtype(info.dtype)
+        if dt.kind in "iu":
+            ii = np.iinfo(dt)
+            feeds[name] = rng.integers(ii.min, int(ii.max) + 1, size=shape).astype(dt)
+        else:
+            feeds[name] = rng.uniform(-1.0, 1.0, size=shape).astype(dt)
+    return feeds
+
+
+def bench_refinterp(path: str, scheme: str, feeds, reps: dict) -> dict:
+    import refinterp
+
+    t0 = time.perf_counter()
+    sess = refinterp.Session(refinterp.load(path), scheme)
+    t1 = time.perf_counter()
+    sess.run(feeds)
+    t2 = time.perf_counter()
+    plain = timed(lambda: sess.run(feeds), **reps)
+    cap = timed(lambda: sess.run(feeds, capture="all"), **reps)
+    tracemalloc.start()
+    sess.run(feeds)
+    peak_plain = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    sess.run(feeds, capture="all")
+    peak_all = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    sess.timings = {}
+    sess.run(feeds, timing=True)
+    per_op: dict[str, float] = {}
+    for st in sess.steps:
+        per_op[st.node.op] = per_op.get(st.node.op, 0.0) + sess.timings.get(st.node.name, 0.0)
+    return {"prepare_s": t1 - t0, "first_run_s": t2 - t1, "median_s": statistics.median(plain),
+            "capture_all_median_s": statistics.median(cap), "reps": len(plain),
+            "tracemalloc_peak_run_mb": peak_plain / 2**20, "tracemalloc_peak_capture_all_mb": peak_all / 2**20,
+            "per_op_s": dict(sorted(per_op.items(), key=lambda kv: -kv[1]))}
+
+
+def bench_litert(path: str, resolver: str, feeds, threads: int, reps: dict) -> dict:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kind = {"litert-opt": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+            "litert-ref": OpResolverType.BUILTIN_REF, "litert-xnnpack": OpResolverType.BUILTIN}[resolver]
+    it = Interpreter(model_path=path, num_threads=threads, experimental_op_resolver_type=kind)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), feeds.values()):
+        it.set_tensor(d["index"], np.ascontiguousarray(x.astype(d["dtype"])))
+    t = time.perf_counter()
+    it.invoke()
+    first = time.perf_counter() - t
+    times = timed(it.invoke, **reps)
+    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times)}
+
+
+def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    t = time.perf_counter()
+    s.run(None, feeds)
+    first = time.perf_counter() - t
+    times = timed(lambda: s.run(None, feeds), **reps)
+    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times)}
+
+
+def preview_fast_wiring() -> None:
+    """Route the int8 Conv / DepthwiseConv kernels through refinterp/kernels/fast/qconv_fast.py
+    (what qconv.py will do once the lead wires it in; falls back per call when not covered).
+    Benchmark-only: rebinds registry entries in this child process, never in the package."""
+    import dataclasses
+
+    from refinterp.kernels import registry
+    from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
+
+    reg = registry._REGISTRY
+    for (op, v), k in list(reg.items()):
+        if op in ("Conv", "DepthwiseConv") and v in ("tflite_ref", "tflite_opt", "xnn"):
+            fast = fast_conv if op == "Conv" else fast_depthwise
+
+            def run(plan, x, w, b=None, _orig=k.run, _fast=fast):
+                y = _fast(plan, x)
+                return _orig(plan, x, w, b) if y is None else y
+
+            reg[(op, v)] = dataclasses.replace(k, run=run)
+
+
+def main(spec: dict) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import refinterp
+
+    if spec.get("preview_fast"):
+        preview_fast_wiring()
+
+    threads = int(os.environ.get("REFINTERP_THREADS", "1"))
+    reps = spec.get("reps") or {"min_reps": 3, "max_reps": 30, "budget_s": 3.0}
+    graph = refinterp.load(spec["path"])
+    feeds = make_feeds(graph)
+    res: dict = {"schemes": {}, "runtimes": {}, "threads": threads}
+    for scheme in spec.get("schemes", []):
+        try:
+            res["schemes"][scheme] = bench_refinterp(spec["path"], scheme, feeds, reps)
+        except Exception as e:  # a scheme that cannot run this model is a finding, not a crash
+            res["schemes"][scheme] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    for rt in spec.get("runtimes", []):
+        try:
+            if rt.startswith("litert"):
+                res["runtimes"][rt] = bench_litert(spec["path"], rt, feeds, threads, reps)
+            elif rt == "onnxruntime":
+                res["runtimes"][rt] = bench_ort(spec["path"], feeds, threads, reps)
+        except Exception as e:
+            res["runtimes"][rt] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    res["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return res
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(json.loads(sys.argv[1]))), flush=True)

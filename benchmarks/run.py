@@ -1,0 +1,191 @@
+"""refinterp benchmarks: latency vs the real runtimes, first-run cost, peak memory.
+
+    python benchmarks/run.py [--threads N] [--models small,mnv2_224,onnx_qdq] [--json OUT] [--no-cold]
+
+For each model x scheme: refinterp's median latency, the real runtime's (LiteRT
+BUILTIN_WITHOUT_DEFAULT_DELEGATES / BUILTIN_REF / default XNNPACK; ONNX Runtime CPU) measured in the
+same child process with the same thread count, the ratio, ``capture="all"`` overhead, the first
+(compiling) run, tracemalloc peak of one run and the child's ru_maxrss.  One child process per
+model (BUILTIN_REF in a child of its own: it can abort).  Also: ``refinterp run`` wall time on the
+small model with a warm Numba cache and with an empty one (cold compile).
+
+The MobileNetV2-224 int8 model is generated on first use into benchmarks/.cache/ by
+tools/make_bench_models.py, with the first Python that imports tensorflow among --tf-python,
+$REFINTERP_TF_PYTHON and this interpreter.  Benchmarks are never unit tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CACHE = HERE / ".cache"
+sys.path.insert(0, str(REPO))
+
+from refinterp.settings import thread_env  # noqa: E402
+
+TFLITE_SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack"]
+# scheme -> the runtime it simulates (ratio target <= 1.0 in issue 8; ORT <= 3.0)
+SIMULATES = {"tflite-reference": "litert-opt", "tflite-optimized": "litert-opt",
+             "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+MNV2 = CACHE / "mobilenet_v2_224_int8.tflite"
+MODELS = {
+    "small": ("tflite", REPO / "tests/fixtures/tflite/mobilenet_v2_tiny_int8.tflite"),
+    "mnv2_224": ("tflite", MNV2),
+    "onnx_qdq": ("onnx", REPO / "tests/fixtures/onnx/small_cnn_qdq_s8s8.onnx"),
+}
+
+
+def _has_tf(py: str) -> bool:
+    try:
+        return subprocess.run([py, "-c", "import tensorflow"], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def ensure_mnv2(tf_python: str | None) -> bool:
+    if MNV2.exists():
+        return True
+    cands = [p for p in (tf_python, os.environ.get("REFINTERP_TF_PYTHON"), sys.executable) if p]
+    py = next((p for p in cands if _has_tf(p)), None)
+    if py is None:
+        print(f"[skip] {MNV2.name} missing and no Python with tensorflow found. Make it with:\n"
+              f"  <python with tensorflow-cpu> tools/make_bench_models.py --out {CACHE}\n"
+              f"or pass --tf-python PATH (or set REFINTERP_TF_PYTHON).", file=sys.stderr)
+        return False
+    print(f"generating {MNV2.name} with {py} ...", file=sys.stderr)
+    r = subprocess.run([py, str(REPO / "tools/make_bench_models.py"), "--out", str(CACHE)], cwd=REPO)
+    return r.returncode == 0 and MNV2.exists()
+
+
+def child(spec: dict, env: dict, timeout: float = 600) -> dict:
+    try:
+        r = subprocess.run([sys.executable, str(HERE / "_measure.py"), json.dumps(spec)], env=env,
+                           capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+    return {"error": f"child exited {r.returncode}: {tail}"}
+
+
+def cli_wall(model: Path, env: dict) -> float:
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "refinterp", "run", str(model), "--scheme", "tflite-reference",
+                        "--random-inputs", "0", "--quiet"], env=env, capture_output=True, cwd=REPO)
+    dt = time.perf_counter() - t
+    return dt if r.returncode == 0 else float("nan")
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v * 1e3:.1f}"
+
+
+def table(results: dict) -> str:
+    hdr = ("| model | scheme | refinterp ms | capture=all | runtime | runtime ms | ratio | prepare s | "
+           "first run s | peak run MB | child maxrss MB |")
+    lines = [hdr, "|" + "---|" * (hdr.count("|") - 1)]
+    for model, res in results.items():
+        if "error" in res:
+            lines.append(f"| {model} | - | error: {res['error']} |" + " |" * 8)
+            continue
+        rts = res.get("runtimes", {})
+        for scheme, r in res["schemes"].items():
+            if "error" in r:
+                lines.append(f"| {model} | {scheme} | error: {r['error']} |" + " |" * 8)
+                continue
+            over = r["capture_all_median_s"] / r["median_s"] - 1
+            comps = [SIMULATES[scheme]] + (["litert-ref"] if scheme == "tflite-reference" else [])
+            for i, rt in enumerate(comps):
+                rr = rts.get(rt, {})
+                rms = rr.get("median_s")
+                ratio = f"{r['median_s'] / rms:.2f}x" if rms else rr.get("error", "-")[:60]
+                cells = [model, scheme, _ms(r["median_s"]), f"{over:+.0%}", rt, _ms(rms), ratio,
+                         f"{r['prepare_s']:.2f}", f"{r['first_run_s']:.2f}",
+                         f"{r['tracemalloc_peak_run_mb']:.0f}", f"{res['ru_maxrss_mb']:.0f}"]
+                if i:  # a second comparison row for the same measurement
+                    cells = [c if j in (4, 5, 6) else "" for j, c in enumerate(cells)]
+                lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def profile_lines(results: dict, top: int = 4) -> str:
+    out = []
+    for model, res in results.items():
+        for scheme, r in res.get("schemes", {}).items():
+            ops = r.get("per_op_s")
+            if ops:
+                tot = sum(ops.values()) or 1.0
+                parts = ", ".join(f"{k} {v * 1e3:.0f} ms ({v / tot:.0%})" for k, v in list(ops.items())[:top])
+                out.append(f"- {model} / {scheme}: {parts}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="refinterp benchmarks (see benchmarks/README.md)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for refinterp (BLAS + Numba), LiteRT and ONNX Runtime alike (default 1: "
+                         "on a shared, loaded machine extra threads measure oversubscription)")
+    ap.add_argument("--preview-fast", action="store_true",
+                    help="route int8 Conv/DepthwiseConv through refinterp/kernels/fast/qconv_fast.py "
+                         "(not yet wired into qconv.py; see benchmarks/README.md)")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--tf-python", help="a Python with tensorflow, to generate the MobileNetV2-224 model")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-Numba-cache CLI measurement")
+    args = ap.parse_args(argv)
+    env = {**os.environ, **thread_env(args.threads), "PYTHONPATH": str(REPO)}
+    t_start = time.perf_counter()
+    results: dict = {}
+    for m in [s.strip() for s in args.models.split(",") if s.strip()]:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
+        kind, path = MODELS[m]
+        if m == "mnv2_224" and not ensure_mnv2(args.tf_python):
+            continue
+        print(f"measuring {m} ...", file=sys.stderr, flush=True)
+        if kind == "tflite":
+            res = child({"path": str(path), "schemes": TFLITE_SCHEMES, "preview_fast": args.preview_fast,
+                         "runtimes": ["litert-opt", "litert-xnnpack"]}, env)
+            ref = child({"path": str(path), "runtimes": ["litert-ref"],
+                         "reps": {"min_reps": 3, "max_reps": 10, "budget_s": 2.0}}, env)
+            if "runtimes" in res:
+                res["runtimes"]["litert-ref"] = ref.get("runtimes", {}).get("litert-ref", ref)
+        else:
+            res = child({"path": str(path), "schemes": ["onnxruntime-cpu"], "runtimes": ["onnxruntime"]}, env)
+        results[m] = res
+    small = MODELS["small"][1]
+    cli = {"warm_s": cli_wall(small, env)}
+    if not args.no_cold:
+        with tempfile.TemporaryDirectory() as d:
+            cli["cold_s"] = cli_wall(small, {**env, "NUMBA_CACHE_DIR": d})
+            shutil.rmtree(d, ignore_errors=True)
+    import platform
+
+    print(f"\npreview-fast={args.preview_fast}  threads={args.threads}  python {platform.python_version()}  machine {platform.machine()}  "
+          f"cpus={os.cpu_count()}  load avg {os.getloadavg()[0]:.1f}")
+    print(table(results))
+    print(f"\n`refinterp run` small model (tflite-reference): warm Numba cache {cli['warm_s']:.2f} s"
+          + (f", empty cache (compiles) {cli['cold_s']:.2f} s" if "cold_s" in cli else ""))
+    print("\nwhere refinterp's time goes (per op type, one timed run):")
+    print(profile_lines(results))
+    print(f"\nbenchmark wall time {time.perf_counter() - t_start:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"threads": args.threads, "preview_fast": args.preview_fast,
+                                               "results": results, "cli": cli},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
