@@ -6,9 +6,10 @@ of a ``nodes:`` / ``ops:`` entry), applied on top of the base scheme exactly as 
 apply it (``Scheme.for_node`` precedence and merge rules), so what is tested is what
 ``--write-scheme`` writes.
 
-Knobs: ``requant.rounding`` (every form in ``quant.requant.Rounding``), ``requant.rounding64``
-(int16 nodes), the vectorised channel-block tail rounding (where a built-in scheme uses it),
-``accumulator`` width x overflow, ``impl`` (the kernel's own allowed list, read from the error it
+Knobs: ``requant.rounding`` (every form in ``quant.requant.Rounding``, the set ``schema.REQUANT``
+accepts), ``requant.rounding64`` (int16 nodes), the vectorised channel-block tail rounding (where a
+built-in scheme uses it), ``accumulator`` width x overflow (``schema.ACCUMULATOR``: 32/64 x
+wrap/saturate; every candidate is checked against the schema by the unit tests), ``impl`` (the kernel's own allowed list, read from the error it
 raises for an unknown name, plus every impl a built-in scheme names for the op), the kernel
 ``variants`` the built-in schemes name, ``compute: float``, and "the node as scheme S resolves it".
 """
@@ -23,7 +24,6 @@ from ..kernels.registry import registered
 from ..quant.requant import Rounding
 from ..schemes import Scheme
 from ..schemes.loader import _merge
-from ..schemes.schema import ACCUMULATOR, REQUANT  # noqa: F401  (the value sets enumerated here)
 
 Candidate = tuple[str, dict[str, Any]]
 

@@ -44,8 +44,10 @@ def summary_lines(res: DiffResult) -> list[str]:
                                      for s in sorted(ex["schemes"], key=lambda s: -s["exact_tensors"])),
              f"explained {ex['explained']} of {ex['re_run_tensors']} re-run tensors"]
     for u in ex["unexplained"][:10]:
+        local = {"residual": u["local_residual"], "residual_unit": u["residual_unit"],
+                 "exact_fraction": u["local_exact_fraction"]}
         lines.append(f"unexplained #{u['rank']}: {u['tensor']} ({u['op']}), local error under "
-                     f"{ex['best_scheme']}: {_resid({'residual': u['local_residual'], 'residual_unit': u['residual_unit'], 'exact_fraction': u['local_exact_fraction']})}")
+                     f"{ex['best_scheme']}: {_resid(local)}")
     if len(ex["unexplained"]) > 10:
         lines.append(f"... {len(ex['unexplained']) - 10} more unexplained (see --json)")
     s = ex.get("suggested_scheme")

@@ -32,6 +32,5 @@ def write_raw(cases: list[Case], out: str | Path, overwrite: bool = False) -> Pa
         manifest = {"case": c.name, "op": m["op"], "source_op": m.get("source_op"), "node": m.get("node"),
                     "files": files, "inputs": m["inputs"], "outputs": m["outputs"], "attrs": m.get("attrs"),
                     "plan": m.get("plan"), "scheme": m["scheme"], "provenance": m.get("provenance")}
-        # case.json is also copied so the raw folder is itself a readable golden case description
         (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return root

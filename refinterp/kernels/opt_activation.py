@@ -1,4 +1,4 @@
-"""LiteRT optimized int16 LOGISTIC / TANH (variant ``tflite_opt``).
+"""LiteRT optimized int16 LOGISTIC / TANH and 8-bit HARD_SWISH (variant ``tflite_opt``).
 
 ``tflite/kernels/activations.cc`` (SigmoidEval / TanhEval, kGenericOptimized): when the int16 input
 scale is a power of two with input_left_shift = 12 + log2(sx) equal to 0 (LOGISTIC) or 0 / 1 (TANH),
@@ -10,13 +10,23 @@ gemmlowp in int16 fixed point:
 
 (the SSE4 vector blocks and the scalar tail compute the same values).  Every other case (8-bit
 tables, non-power-of-two int16 scales) is the reference kernel.
+
+HARD_SWISH (``optimized_ops::HardSwish``): the NEON loop exists only for a real ``__ARM_NEON``
+build, so on x86 (``impl: reference``, the default) it is the reference kernel.  ``impl: neon``
+(ARM builds; documented, not run) models the NEON lanes, which are the first 8*floor(n/8) elements
+of the flattened tensor; they differ from the reference in three roundings:
+
+    reluish right shift: vrshlq_s16, half up       (reference: RoundingDivideByPOT, half away)
+    reluish * input:     vqdmulhq_s16, floor       (reference: truncation toward zero)
+    output shift:        vrshlq_s16, half up       (reference: RoundingDivideByPOT)
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..quant import gemmlowp16
-from ._qtflite import checked_log2, qparams
+from ..quant.fixedpoint import srdhm16
+from ._qtflite import checked_log2, impl, qparams, qrange
 from . import qactivation
 from .registry import kernel
 
@@ -45,3 +55,50 @@ def _prepare(is_tanh: bool):
 
 kernel("Sigmoid", VARIANT, prepare=_prepare(False))(qactivation._sigmoid_tanh)
 kernel("Tanh", VARIANT, prepare=_prepare(True))(qactivation._sigmoid_tanh)
+
+
+# --- HARD_SWISH -------------------------------------------------------------------------------
+
+def _half_up_shift(x, e: int):
+    """``vrshlq_s16(x, -e)`` for e >= 0: (x + 2^(e-1)) >> e."""
+    return x if e <= 0 else (x + (1 << (e - 1))) >> e
+
+
+def _neon_hard_swish(plan, dtype: str) -> np.ndarray:
+    lo, hi = qrange(dtype)
+    v = np.arange(lo, hi + 1, dtype=np.int64) - plan["input_zero_point"]
+    h = v * 128
+    pre_out = srdhm16(h, plan["output_multiplier16"])
+    er = plan["reluish_exponent"]
+    rel = np.clip(h << max(0, er - 1), -32768, 32767)
+    rel = srdhm16(rel, plan["reluish_multiplier16"])
+    if er > 0:
+        rel = np.clip(rel * 2, -32768, 32767)
+    rel = _half_up_shift(rel, -min(0, er))
+    rel = (rel + 32768) >> 1                                    # vrhaddq_s16(rel, 32767)
+    prod = rel * pre_out
+    pre_shift = np.where((rel == -32768) & (pre_out == -32768), 32767, prod >> 15)  # vqdmulhq_s16
+    out = _half_up_shift(pre_shift, -plan["output_exponent"]) + plan["output_zero_point"]
+    out = ((out + 32768) & 0xFFFF) - 32768                      # vaddq_s16 wraps
+    return np.clip(out, lo, hi)
+
+
+def _prepare_hard_swish(node, ctx):
+    plan = qactivation._prepare_hard_swish(node, ctx)
+    if impl(ctx, ("reference", "neon"), "reference") == "reference":
+        return plan
+    _, zx = qparams(ctx.inputs[0], node, "input")
+    _, zo = qparams(ctx.outputs[0], node, "output")
+    plan = {**plan, "input_zero_point": zx, "output_zero_point": zo}
+    return {**plan, "impl": "neon", "neon_table": _neon_hard_swish(plan, plan["dtype"])}
+
+
+@kernel("HardSwish", VARIANT, prepare=_prepare_hard_swish)
+def _hard_swish(plan, x):
+    ref = qactivation._hard_swish(plan, x)
+    if plan.get("impl") != "neon":
+        return ref
+    neon = plan["neon_table"][x.astype(np.int64) - plan["lo"]].astype(plan["dtype"])
+    n = ref.size
+    lanes = (np.arange(n) < 8 * (n // 8)).reshape(ref.shape)
+    return np.where(lanes, neon, ref)

@@ -30,10 +30,17 @@ class OracleCache:
         return self._cases[group]
 
     def oracle(self, group: str, backend: str) -> list:
-        key = (group, backend)
-        if key not in self._res:
-            self._res[key] = run_batch([(c.model, c.feeds) for c in self.cases(group)], backend)
-        return self._res[key]
+        """Every group of the module runs in ONE oracle child per backend (imports dominate)."""
+        if (group, backend) not in self._res:
+            todo = [g for g in self.groups if (g, backend) not in self._res]
+            flat = [(c.model, c.feeds) for g in todo for c in self.cases(g)]
+            res = run_batch(flat, backend)
+            k = 0
+            for g in todo:
+                n = len(self.cases(g))
+                self._res[(g, backend)] = res[k:k + n]
+                k += n
+        return self._res[(group, backend)]
 
     def outcome(self, group: str, backend: str, scheme: str) -> Outcome:
         return run_cases(self.cases(group), backend, scheme, self.oracle(group, backend))

@@ -229,3 +229,43 @@ def test_xnnpack_requant_scale_limit(tmp_path):
             assert isinstance(r, Aborted) and "XNNPACK" in r.message, c.id
             with pytest.raises(ModelError, match="XNNPACK requantization scale"):
                 refinterp.Session(refinterp.load(p), "tflite-xnnpack")
+
+
+FAMILY = {"Conv", "DepthwiseConv", "ConvTranspose", "FullyConnected", "BatchMatMul", "AveragePool", "MaxPool",
+          "ReduceMean", "ReduceSum", "ReduceMax"}
+FIXTURES = ("mobilenet_v2_tiny_int8.tflite", "mobilenet_tiny_int16x8.tflite")
+
+
+@pytest.mark.parametrize("backend", ["opt", "xnnpack"])
+def test_converter_fixtures(backend):
+    """Converter-made MobileNetV2-style models (int8 and 16x8): every op output of this family
+    matches the runtime; other ops' differences are printed (owned by the element-wise kernels)."""
+    from pathlib import Path
+
+    import refinterp
+    from tests.conformance._int_oracle import Aborted, run_batch
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
+    jobs = []
+    for name in FIXTURES:
+        g = refinterp.load(root / name)
+        rng = np.random.default_rng(3)
+        feeds = {n: rand_q(rng, g.tensors[n].shape, g.tensors[n].dtype) for n in g.inputs}
+        jobs.append((g, (root / name).read_bytes(), feeds))
+    res = run_batch([(m, f) for _, m, f in jobs], backend)
+    for name, (g, _, feeds), r in zip(FIXTURES, jobs, res):
+        assert not isinstance(r, Aborted), f"{name}: {r.message}"
+        ours = refinterp.Session(g, {"opt": "tflite-optimized", "xnnpack": "tflite-xnnpack"}[backend]).run(
+            feeds, capture="all")
+        family_bad, other_bad, checked = [], [], 0
+        for node in g.nodes:
+            for o in node.outputs:
+                if o not in r or o not in ours:
+                    continue
+                checked += 1
+                n = int(np.count_nonzero(r[o] != ours[o])) if r[o].shape == ours[o].shape else r[o].size
+                if n:
+                    (family_bad if node.op in FAMILY else other_bad).append(f"{node.op} {o}: {n}/{r[o].size}")
+        print(f"\n{name} vs {backend}: {checked} op outputs, {len(family_bad)} family + {len(other_bad)} other differ",
+              *other_bad, sep="\n  ")
+        assert checked >= len(g.nodes) and not family_bad, family_bad[:5]

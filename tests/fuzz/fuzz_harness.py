@@ -34,6 +34,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 BASE_SEED = 20261121
 EXAMPLES_PER_ROUND = 40
 CI_SECONDS = 135.0  # default-suite total over every target (issue 9: >= 2 minutes)
+TOTAL_WEIGHT = 120.0  # sum of every target's weight (WEIGHTS in test_fuzz_models.py and test_fuzz_files.py)
 EXAMPLE_TIMEOUT = 20.0  # seconds; generous: a first numba compile of a kernel can take several
 FUZZ_BUDGET = "256M"  # refinterp's --max-memory while fuzzing, so budget checks trigger cheaply
 AS_HEADROOM = 3 << 30  # address-space cap above the process's current size: a missed check fails fast
@@ -50,6 +51,12 @@ KNOWN_OPEN = {
     ("BadZipFile", "refinterp/golden/case.py"),  # read_case: np.load of a corrupt tensors.npz
     ("IndexError", "refinterp/dumps/polygraphy.py"),  # _iterations: a runner entry that is not a pair
     ("TypeError", "refinterp/dumps/polygraphy.py"),
+    ("NotImplementedError", "refinterp/dumps/npz.py"),  # zipfile: unsupported compression / flag bits
+    ("RuntimeError", "refinterp/dumps/npz.py"),  # zipfile: "encrypted, password required"
+    ("TokenError", "refinterp/dumps/npz.py"),
+    ("NotImplementedError", "refinterp/golden/case.py"),
+    ("RuntimeError", "refinterp/golden/case.py"),
+    ("TokenError", "refinterp/golden/case.py"),
 }
 known_hits: dict[tuple[str, str], int] = {}
 

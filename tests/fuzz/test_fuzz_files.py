@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from fuzz_harness import FIXTURES, ROOT, expect_clean, mutate, mutations, run_target, target_seconds
+from fuzz_harness import FIXTURES, ROOT, TOTAL_WEIGHT, expect_clean, mutate, mutations, run_target, target_seconds
 from hypothesis import strategies as st
-from test_fuzz_models import TOTAL_WEIGHT
 from tree_mutator import mutate_tree, tree_mutations
 
 import refinterp

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz_harness import FIXTURES, expect_clean, mutate, mutations, run_target, target_seconds
+from fuzz_harness import TOTAL_WEIGHT, FIXTURES, expect_clean, mutate, mutations, run_target, target_seconds
 from hypothesis import strategies as st
 
 import refinterp
@@ -20,7 +20,6 @@ TFLITE_SCHEMES = ("float32", "tflite-reference", "tflite-micro")
 ONNX_SCHEMES = ("float32", "onnxruntime-cpu", "onnx-reference")
 MAX_FEED_ELEMENTS = 1 << 18
 WEIGHTS = {"tflite_bytes": 14, "tflite_fields": 26, "onnx_bytes": 8, "onnx_fields": 18}
-TOTAL_WEIGHT = 120.0  # the sum over every fuzz target (this file and test_fuzz_files.py)
 
 _TMP = Path(tempfile.mkdtemp(prefix="refinterp-fuzz-models-"))
 

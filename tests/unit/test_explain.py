@@ -10,7 +10,8 @@ from refinterp import Session, load
 from refinterp.cli.main import main
 from refinterp.compare.explain_candidates import knob_candidates, with_op_override
 from refinterp.quant.requant import Rounding
-from refinterp.schemes import list_schemes, load_scheme
+from refinterp.schemes import list_schemes, load_scheme, schema
+from refinterp.schemes.loader import _known_ops
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
 MOBILENET = str(FIX / "mobilenet_v2_tiny_int8.tflite")
@@ -136,9 +137,9 @@ def test_knob_candidates_come_from_the_schema_and_the_kernels():
     cur = sess.scheme.for_node(sess.steps[idx].node, g).settings["requant"]["rounding"]
     assert {f"requant.rounding={r.value}" for r in Rounding if r.value != cur} <= set(labels)
     assert len(labels) == len(set(labels))
-    # a candidate's override is a valid OP mapping: a scheme file using it loads
+    # every candidate is a valid OP mapping of the scheme schema (per node and per op)
     for _, over in knob_candidates(sess, idx, sess.scheme, schemes):
-        with_op_override(sess.scheme, "Sigmoid", over).for_node(sess.steps[idx].node, g)
+        schema.validate({"nodes": {"n": over}, "ops": {"Sigmoid": over}}, "candidate", _known_ops)
 
 
 def test_reports_show_the_explanation(tmp_path, capsys):
@@ -171,3 +172,23 @@ def test_explain_costs_one_session_per_scheme(tmp_path, monkeypatch):
     _make_dump(tmp_path / "d.npz", ZOO, "tflite-reference", _input(g))
     _diff(tmp_path, ZOO, tmp_path / "d.npz", "tflite-reference", "--explain")
     assert len(built) == len(set(built)) <= len(list_schemes())
+
+
+def test_one_node_changed_gets_a_per_node_override(tmp_path):
+    from refinterp.compare.explain_candidates import with_node_override
+
+    g = load(MOBILENET)
+    dws = [n for n in g.nodes if n.op == "DepthwiseConv"]
+    target = dws[len(dws) // 2]
+    modified = with_node_override(load_scheme("tflite-reference"), target.name, {"requant": {"rounding": "single"}})
+    x = _input(g, seed=2)
+    _, dumped = _make_dump(tmp_path / "dump.npz", MOBILENET, modified, x)
+    plain = Session(g, "tflite-reference").run({g.inputs[0]: x}, capture="all")
+    assert not np.array_equal(dumped[target.outputs[0]], plain[target.outputs[0]])
+    sug = tmp_path / "one.yaml"
+    rc, rep = _diff(tmp_path, MOBILENET, tmp_path / "dump.npz", "float32", "--write-scheme", str(sug))
+    s = rep["explain"]["suggested_scheme"]
+    assert rep["best_scheme"] == "tflite-reference"
+    assert s["verified"] and s["ops"] == [] and s["nodes"] == [target.name]
+    rc2, rep2 = _diff(tmp_path, MOBILENET, tmp_path / "dump.npz", str(sug))
+    assert rc2 == 0 and rep2["first_divergence"] is None

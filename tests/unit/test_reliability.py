@@ -116,8 +116,7 @@ def _external_model(folder: Path, location: str) -> Path:
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
-    w = helper.make_tensor("w", TensorProto.FLOAT, [4], vals=[])
-    w.ClearField("float_data")
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
     w.data_location = TensorProto.EXTERNAL
     for k, v in (("location", location), ("offset", "0"), ("length", "16")):
         w.external_data.add(key=k, value=v)
@@ -277,7 +276,7 @@ def test_deterministic_across_runs_and_threads(tmp_path, model, scheme):
     for k, threads in enumerate(("1", "2", "2")):
         d = tmp_path / f"d{k}"
         r = cli("run", model, "--scheme", scheme, "--random-inputs", "3", "--dump", d, "--quiet",
-                env={"NUMBA_NUM_THREADS": threads})
+                env={"NUMBA_NUM_THREADS": threads, "REFINTERP_THREADS": threads, "OPENBLAS_NUM_THREADS": threads})
         assert r.returncode == 0, r.stderr
         dumps.append({f.name: f.read_bytes() for f in sorted(d.glob("*.npy"))})
     assert len(dumps[0]) > 3

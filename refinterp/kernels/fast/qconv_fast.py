@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window, window_offsets
-from .requant import _fused, _rescale, _wrap32, bias_array, overflow_mode, rq_arrays
+from .requant import bias_array, overflow_mode, rq_arrays, run_fused
 
 _F32_EXACT = (1 << 24) - 1
 _MIN_F32_CHUNK = 32
@@ -43,6 +43,12 @@ def _conv_weights(plan, cin: int):
     return prep
 
 
+@numba.njit(cache=True)
+def _minus_zp(x, zx, out):  # pragma: no cover - compiled
+    for i in range(x.size):
+        out[i] = x[i] - zx
+
+
 def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float):
     """(compute dtype, chunk length) for an exact GEMM over K terms."""
     ii = np.iinfo(x_dtype)
@@ -59,7 +65,7 @@ def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float):
 
 
 def fast_conv(plan, x) -> np.ndarray | None:
-    x = np.asarray(x)
+    x = np.ascontiguousarray(x)
     fp = plan.fplan
     if fp.group != 1 or fp.layout != "NHWC" or x.ndim != 4 or plan.w is None or x.dtype.kind not in "iu":
         return None
@@ -78,8 +84,8 @@ def fast_conv(plan, x) -> np.ndarray | None:
     arrs = rq_arrays(plan.requant, M)
     if arrs is None:
         return None
-    xs = x.astype(cdt)
-    xs -= cdt(plan.zx)  # exact: |x - zx| < 2^17
+    xs = np.empty(x.shape, cdt)
+    _minus_zp(x.reshape(-1), plan.zx, xs.reshape(-1))  # exact: |x - zx| < 2^17
     n = x.shape[0]
     if kshape == (1, 1) and not any(win.pad_begin) and not any(win.pad_end):
         sh, sw = win.strides
@@ -96,25 +102,24 @@ def fast_conv(plan, x) -> np.ndarray | None:
         for k0 in range(chunk, K, chunk):
             acc += cols[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    rq = plan.requant
-    _fused(acc, bias_array(plan.bias, M), *arrs, overflow_mode(plan.acc32, plan.settings), int(rq.zo),
-           int(rq.lo), int(rq.hi), out)
+    run_fused(acc, bias_array(plan.bias, M), arrs, overflow_mode(plan.acc32, plan.settings), plan.requant, out)
     return out.reshape((n,) + win.out + (M,))
 
 
 @numba.njit(cache=True, parallel=True)
-def _dw_int(x, w, zx, sh, sw, dh, dw, pt, pl, mg, bias, M, shf, sc32, sc64, code, overflow, zo, lo, hi,
-            out):  # pragma: no cover - compiled
-    n, oh, ow, oc = out.shape
+def _dw_acc(x, w, zx, sh, sw, dh, dw, pt, pl, mg, acc):  # pragma: no cover - compiled
+    """acc[b, oy, ox, c] = sum over in-range cells of (x - zx) * w, in acc's integer dtype."""
+    n, oh, ow, oc = acc.shape
     kh, kw, _ = w.shape
     h, wd = x.shape[1], x.shape[2]
+    zero = acc.dtype.type(0)
     for r in numba.prange(n * oh):
         b = r // oh
         oy = r - b * oh
-        acc = np.empty(oc, np.int64)
         for ox in range(ow):
+            a = acc[b, oy, ox]
             for c in range(oc):
-                acc[c] = 0
+                a[c] = zero
             for ky in range(kh):
                 iy = oy * sh + ky * dh - pt
                 if iy < 0 or iy >= h:
@@ -123,20 +128,14 @@ def _dw_int(x, w, zx, sh, sw, dh, dw, pt, pl, mg, bias, M, shf, sc32, sc64, code
                     ix = ox * sw + kx * dw - pl
                     if ix < 0 or ix >= wd:
                         continue
+                    xr = x[b, iy, ix]
+                    wr = w[ky, kx]
                     if mg == 1:
                         for c in range(oc):
-                            acc[c] += (np.int64(x[b, iy, ix, c]) - zx) * w[ky, kx, c]
+                            a[c] += (xr[c] - zx) * wr[c]
                     else:
                         for c in range(oc):
-                            acc[c] += (np.int64(x[b, iy, ix, c // mg]) - zx) * w[ky, kx, c]
-            for c in range(oc):
-                v = acc[c] + bias[c]
-                if overflow == 1:
-                    v = _wrap32(v)
-                elif overflow == 2:
-                    v = min(max(v, -2147483648), 2147483647)
-                y = _rescale(v, M[c], shf[c], sc32[c], sc64[c], code[c]) + zo
-                out[b, oy, ox, c] = min(max(y, lo), hi)
+                            a[c] += (xr[c // mg] - zx) * wr[c]
 
 
 def _dw_weights(plan, cin: int):
@@ -148,7 +147,9 @@ def _dw_weights(plan, cin: int):
     kh, kw, c, cg, mg = wk.shape
     if cg != 1 or c != cin or not np.all(wk == np.round(wk)):
         return None
-    prep = (np.ascontiguousarray(wk.reshape(kh, kw, c * mg)).astype(np.int64), mg)
+    w = np.ascontiguousarray(wk.reshape(kh, kw, c * mg)).astype(np.int64)
+    wmax = int(np.max(np.abs(w))) if w.size else 0
+    prep = (w, mg, kh * kw * wmax)
     _CACHE[id(plan)] = (plan, prep)
     return prep
 
@@ -161,7 +162,7 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
     prep = _dw_weights(plan, x.shape[-1])
     if prep is None:
         return None
-    w, mg = prep
+    w, mg, wsum = prep
     kshape = w.shape[:2]
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != tuple(kshape):
         return None
@@ -171,9 +172,15 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
     arrs = rq_arrays(plan.requant, oc)
     if arrs is None:
         return None
+    ii = np.iinfo(x.dtype)
+    xmax = max(abs(int(ii.min) - plan.zx), abs(int(ii.max) - plan.zx))
+    # int32 arithmetic when every partial sum is below 2^31 (int8: 9 cells * 255 * 128 << 2^31)
+    idt = np.int32 if xmax * wsum < (1 << 31) else np.int64
+    acc = np.empty((x.shape[0],) + win.out + (oc,), idt)
+    _dw_acc(np.ascontiguousarray(x), w.astype(idt), int(plan.zx), win.strides[0], win.strides[1],
+            win.dilations[0], win.dilations[1], win.pad_begin[0], win.pad_begin[1], mg, acc)
     rq = plan.requant
-    out = np.empty((x.shape[0],) + win.out + (oc,), np.dtype(rq.dtype))
-    _dw_int(np.ascontiguousarray(x), w, int(plan.zx), win.strides[0], win.strides[1], win.dilations[0],
-            win.dilations[1], win.pad_begin[0], win.pad_begin[1], mg, bias_array(plan.bias, oc), *arrs,
-            overflow_mode(plan.acc32, plan.settings), int(rq.zo), int(rq.lo), int(rq.hi), out)
+    out = np.empty(acc.shape, np.dtype(rq.dtype))
+    run_fused(acc.reshape(-1, oc), bias_array(plan.bias, oc), arrs, overflow_mode(plan.acc32, plan.settings), rq,
+              out.reshape(-1, oc))
     return out

@@ -65,7 +65,7 @@ def _rescale(v, m, sh, sc32, sc64, code):  # pragma: no cover - compiled
             y = (y + (np.int64(1) << (right - 1))) >> right
         return y
     mask = (np.int64(1) << right) - 1  # double: RoundingDivideByPOT
-    thr = (mask >> 1)
+    thr = (mask >> 1) + (1 if y < 0 else 0)
     return (y >> right) + (1 if (y & mask) > thr else 0)
 
 
@@ -81,6 +81,44 @@ def _fused(acc, bias, M, sh, sc32, sc64, code, overflow, zo, lo, hi, out):  # pr
                 v = min(max(v, -2147483648), 2147483647)
             y = _rescale(v, M[j], sh[j], sc32[j], sc64[j], code[j]) + zo
             out[r, j] = min(max(y, lo), hi)
+
+
+@numba.njit(cache=True)
+def _fused_srdhm(acc, bias, M, left, right, upward, wrap, zo, lo, hi, out):  # pragma: no cover - compiled
+    """Branch-free ``double`` / ``upward`` forms for int32-wrapped accumulators and 0 <= M < 2^31
+    (so SRDHM's INT32_MIN * INT32_MIN saturation cannot occur); vectorises over channels."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            v = np.int64(acc[r, j]) + bias[j]
+            if wrap:
+                v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+            a = (((v << left[j]) + 2147483648) & 0xFFFFFFFF) - 2147483648
+            ab = a * M[j]
+            num = ab + (1073741824 if ab >= 0 else -1073741823)
+            q = (num + ((num >> 63) & 2147483647)) >> 31  # C division by 2^31 (toward zero)
+            e = right[j]
+            mask = (np.int64(1) << e) - 1
+            if upward:
+                y = (q + (mask >> 1) + (1 if e > 0 else 0)) >> e
+            else:
+                y = (q >> e) + (1 if (q & mask) > (mask >> 1) - (q >> 63) else 0)
+            out[r, j] = min(max(y + zo, lo), hi)
+
+
+@numba.njit(cache=True)
+def _fused_f32(acc, bias, sc32, wrap, zo, lo, hi, out):  # pragma: no cover - compiled
+    """``float32_half_even`` for every channel: rint(f32(acc) * f32(scale)) (|.| < 2^62 after the
+    clamp to the output range anyway; the +-2^62 clip only matters for inf/NaN-free huge values)."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            v = np.int64(acc[r, j]) + bias[j]
+            if wrap:
+                v = ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+            f = np.rint(np.float64(np.float32(v) * sc32[j]))
+            f = min(max(f, -4611686018427387904.0), 4611686018427387904.0)
+            out[r, j] = min(max(np.int64(f) + zo, lo), hi)
 
 
 def rq_arrays(rq, C: int):
@@ -132,9 +170,23 @@ def fused_requant(rq, acc: np.ndarray, bias: np.ndarray | None = None, acc32: bo
     if a2.dtype.kind == "u":
         a2 = a2.astype(np.int64)
     out = np.empty(a2.shape, np.dtype(rq.dtype))
-    _fused(a2, bias_array(bias, C), *arrs, overflow_mode(acc32, settings), int(rq.zo), int(rq.lo), int(rq.hi),
-           out)
+    run_fused(a2, bias_array(bias, C), arrs, overflow_mode(acc32, settings), rq, out)
     return out.reshape(acc.shape)
+
+
+def run_fused(a2, bias, arrs, overflow: int, rq, out) -> None:
+    """Dispatch to a branch-free loop when every channel uses one form (double / upward with
+    M >= 0, or float32_half_even) and the accumulator is wrapped or exact; else the general loop."""
+    M, sh, _, _, code = arrs
+    c0 = int(code[0]) if code.size else 0
+    if overflow != 2 and c0 in (0, 1) and np.all(code == c0) and np.all(M >= 0):
+        _fused_srdhm(a2, bias, M, np.maximum(sh, 0), np.maximum(-sh, 0), c0 == 1, overflow == 1,
+                     int(rq.zo), int(rq.lo), int(rq.hi), out)
+        return
+    if overflow != 2 and c0 == 3 and np.all(code == 3):
+        _fused_f32(a2, bias, arrs[2], overflow == 1, int(rq.zo), int(rq.lo), int(rq.hi), out)
+        return
+    _fused(a2, bias, *arrs, overflow, int(rq.zo), int(rq.lo), int(rq.hi), out)
 
 
 def conv_finish(plan, acc_f: np.ndarray) -> np.ndarray | None:
