@@ -106,12 +106,14 @@ def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
 
 
 def preview_fast_wiring() -> None:
-    """Route the int8 Conv / DepthwiseConv kernels through refinterp/kernels/fast/qconv_fast.py
-    (what qconv.py will do once the lead wires it in; falls back per call when not covered).
-    Benchmark-only: rebinds registry entries in this child process, never in the package."""
+    """Route the TFLite integer Conv / DepthwiseConv / Add / Sub kernels through
+    refinterp/kernels/fast/ (what qconv.py / qelementwise.py will do once the lead wires them in;
+    falls back per call when a case is not covered).  Benchmark-only: rebinds registry entries in
+    this child process, never in the package."""
     import dataclasses
 
     from refinterp.kernels import registry
+    from refinterp.kernels.fast.qadd import fast_add_sub
     from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
 
     reg = registry._REGISTRY
@@ -124,6 +126,12 @@ def preview_fast_wiring() -> None:
                 return _orig(plan, x, w, b) if y is None else y
 
             reg[(op, v)] = dataclasses.replace(k, run=run)
+        elif op in ("Add", "Sub") and v == "tflite_ref":
+            def run2(plan, a, b, _orig=k.run):
+                y = fast_add_sub(plan, a, b) if isinstance(plan, dict) and "pot" in plan else None
+                return _orig(plan, a, b) if y is None else y
+
+            reg[(op, v)] = dataclasses.replace(k, run=run2)
 
 
 def main(spec: dict) -> dict:

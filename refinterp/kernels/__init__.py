@@ -29,6 +29,10 @@ from . import (  # noqa: F401
     shape,
     shape_pad,
     shape_slice,
+    torchq_elementwise,
+    torchq_gemm,
+    torchq_pool,
+    torchq_quantize,
     xnn_elementwise,
     xnn_gemm,
 )

@@ -11,7 +11,6 @@ XNNPACK's 8-bit multipliers or the built-in kernel run.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("ai_edge_litert")

@@ -59,6 +59,16 @@ def _extra_cases() -> list[Case]:
     xs = rand(rng, (16, 33), "int8")
     for k, s in enumerate([0.03, 0.11, 0.37, 1.7]):
         add(f"softmax-int8-rand-{k}", unary("SOFTMAX", "int8", (s, 5 - 3 * k), (1 / 256, -128), xs), "Softmax")
+    # two random draws (seed 9, draws 24 and 31 of a search) where the float-LUT softmax and the
+    # reference fixed-point softmax differ on one element each
+    r9 = np.random.default_rng(9)
+    for k in range(32):
+        sk = float(np.exp(r9.uniform(np.log(0.002), np.log(8))))
+        bk = float(r9.choice([1.0, 0.5, 2.0, 1.3]))
+        xk = rand(r9, (256, int(r9.integers(2, 40))), "int8")
+        if k in (24, 31):
+            add(f"softmax-int8-neartie-{k}", unary("SOFTMAX", "int8", (sk, 0), (1 / 256, -128), xk, {"beta": bk}),
+                "Softmax")
     add("softmax-uint8-rand", unary("SOFTMAX", "uint8", (0.09, 120), (1 / 256, 0), rand(rng, (8, 50), "uint8")),
         "Softmax")
     # RESIZE_NEAREST 16.16 vs float index (in 2 -> out 82 / 94), int8 and uint8; bilinear uint8
@@ -73,6 +83,22 @@ def _extra_cases() -> list[Case]:
             # uint8 bilinear outside XNNPACK (optimized float-weight kernel) is not modelled
             cs.append(Case(f"bilinear-{dt}-small-{j}", built[0], built[1], "Resize",
                            BACKENDS if dt == "int8" else ("xnnpack",)))
+    # data movement (byte copies in every variant; XNNPACK takes several of them)
+    q = (0.05, -3)
+    x = rand(rng, (1, 4, 6, 8), "int8")
+    for name, consts, out_shape, opts in [
+            ("TRANSPOSE", [[0, 2, 1, 3]], (1, 6, 4, 8), None),
+            ("RESHAPE", [[1, 24, 8]], (1, 24, 8), {"new_shape": [1, 24, 8]}),
+            ("DEPTH_TO_SPACE", [], (1, 8, 12, 2), {"block_size": 2}),
+            ("SPACE_TO_DEPTH", [], (1, 2, 3, 32), {"block_size": 2}),
+            ("SLICE", [[0, 1, 2, 0], [1, 2, 3, 5]], (1, 2, 3, 5), None),
+            ("STRIDED_SLICE", [[0, 0, 1, 0], [1, 4, 6, 8], [1, 2, 2, 3]], (1, 2, 3, 3), None)]:
+        b = TFLiteBuilder()
+        xi = b.tensor("x", list(x.shape), "int8", *q)
+        ins = [xi] + [b.const(f"c{j}", np.asarray(c, np.int32)) for j, c in enumerate(consts)]
+        yo = b.tensor("y", list(out_shape), "int8", *q)
+        b.op(name, ins, [yo], options=opts, version=1 if name in ("RESHAPE", "TRANSPOSE") else 2)
+        add(f"{name.lower()}-int8", (b.build([xi], [yo]), {"x": x}), name.title().replace("_", ""))
     return cs
 
 

@@ -212,3 +212,34 @@ def test_fast_paths_decline_uncovered_cases():
              "auto_pad": "SAME_UPPER", "group": 4, "depth_multiplier": 1}
     _, plan = _plan("DepthwiseConv", x, w, None, attrs, SETTINGS["tflite_ref"], 0, 0, 0, True, out_dtype="int16")
     assert fast_depthwise(plan, x) is None  # 16x8 depthwise: int64 accumulator + mbqm64 -> NumPy path
+
+
+# -- fast TFLite ADD / SUB vs qelementwise's NumPy kernel ---------------------------------------------
+
+ADD_CASES = [  # (dtype, s1, z1, s2, z2, so, zo, activation, shapes)
+    ("int8", 0.02, -3, 0.05, 7, 0.06, -1, None, ((2, 5, 7, 3), (2, 5, 7, 3))),
+    ("int8", 0.1, 0, 0.1, 0, 0.1, 0, "RELU6", ((4, 9), (4, 9))),
+    ("int8", 0.3, 127, 0.001, -128, 0.2, 5, "RELU", ((3, 1, 5), (1, 4, 5))),  # broadcast
+    ("uint8", 0.02, 128, 0.03, 100, 0.04, 120, None, ((6, 11), (6, 11))),
+    ("int16", 0.0003, 0, 0.0007, 0, 0.0009, 0, None, ((5, 13), (5, 13))),  # general int16 path
+]
+
+
+@pytest.mark.parametrize("case", ADD_CASES, ids=lambda c: f"{c[0]}-{c[7]}-{c[8][0]}")
+@pytest.mark.parametrize("op", ["Add", "Sub"])
+@pytest.mark.parametrize("rounding", ["double", "upward", "single"])
+def test_fast_add_sub_equals_reference(case, op, rounding):
+    from refinterp.kernels.fast.qadd import fast_add_sub
+
+    dt, s1, z1, s2, z2, so, zo, act, (sha, shb) = case
+    a, b = _x(sha, dt), _x(shb, dt)
+    node = Node("n", op, ["a", "b"], ["y"], {"activation": act, "pot_scale_int16": False})
+    infos = [TensorInfo("a", sha, dt, quant=QuantParams(np.float32(s1), z1)),
+             TensorInfo("b", shb, dt, quant=QuantParams(np.float32(s2), z2))]
+    out = TensorInfo("y", None, dt, quant=QuantParams(np.float32(so), zo))
+    ctx = PrepareContext(node, infos, [out], {"requant": {"rounding": rounding}})
+    k = lookup(op, ["tflite_ref"], node=node)
+    plan = k.prepare(node, ctx)
+    ref = k.run(plan, a, b)
+    got = fast_add_sub(plan, a, b)
+    assert got is not None and got.dtype == ref.dtype and np.array_equal(got, ref)
