@@ -1,14 +1,13 @@
 """Argument groups and file helpers shared by subcommands."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError, OutputError
+from ..fsutil import atomic_write
 from ..ir import Graph, storage_dtype
 
 
@@ -89,17 +88,7 @@ def check_new_file(path: str, overwrite: bool) -> Path:
 
 
 def save_npz_atomic(path: str, arrays: dict[str, np.ndarray], overwrite: bool = False) -> None:
-    p = check_new_file(path, overwrite)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".refinterp-", suffix=".npz", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(check_new_file(path, overwrite), lambda f: np.savez(f, **arrays), overwrite=overwrite)
 
 
 def check_dump_dir(path: str, overwrite: bool) -> None:

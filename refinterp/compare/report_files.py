@@ -6,12 +6,10 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import OutputError
+from ..fsutil import atomic_write
 from .result import DiffResult, TensorResult
 
 # TFLite QuantizationDebugger's layer_statistics_dump column order, plus the tutorial's two columns
@@ -20,22 +18,7 @@ CSV_COLUMNS = ["op_name", "tensor_idx", "num_elements", "stddev", "mean_error", 
 
 
 def write_text_atomic(path: str | Path, text: str, overwrite: bool = True) -> Path:
-    p = Path(path)
-    if p.exists() and p.is_dir():
-        raise OutputError("is a folder", str(p))
-    if p.exists() and not overwrite:
-        raise OutputError("exists; pass --overwrite to replace it", str(p))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return atomic_write(path, lambda f: f.write(text), binary=False, overwrite=overwrite)
 
 
 def _finite(o: Any) -> Any:

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..fsutil import atomic_write
 from ..errors import DumpError, OutputError
 from ..ir import QuantParams
 from .model import Dump, DumpTensor
@@ -56,17 +57,7 @@ def _unique_stems(names: list[str]) -> dict[str, str]:
 
 
 def _atomic_bytes(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, write)
 
 
 def _tensor_entry(name: str, file: str, arr: np.ndarray, graph, producers, samples) -> dict[str, Any]:

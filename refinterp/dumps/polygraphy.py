@@ -11,13 +11,12 @@ import base64
 import binascii
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from ..fsutil import atomic_write
 from ..errors import DumpError, OutputError
 from .model import Dump, DumpTensor
 
@@ -111,16 +110,7 @@ def write_polygraphy(path: str | Path, samples: list[Mapping[str, np.ndarray]], 
     its = [{"outputs": {k: _encode(v) for k, v in s.items()}, "runtime": None, "runner_name": runner_name,
             "polygraphy_class": "IterationResult"} for s in samples]
     doc = {"lst": [[runner_name, its]], "polygraphy_class": "RunResults"}
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(p, lambda f: json.dump(doc, f), binary=False)
     return p
 
 

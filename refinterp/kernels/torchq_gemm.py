@@ -1,4 +1,4 @@
-"""PyTorch quantized conv / linear (variants ``fbgemm`` and ``qnnpack``) on the canonical Conv,
+"""PyTorch quantized conv / linear (variants ``fbgemm``, ``qnnpack``, ``onednn``) on the canonical Conv,
 DepthwiseConv, MatMul and Gemm nodes of ONNX QOperator / fused QDQ models.
 
 Numeric contract (refinterp/quant/torchq.py):
@@ -13,6 +13,9 @@ Numeric contract (refinterp/quant/torchq.py):
   y = clamp(RNE(f32(f32(acc + bq) * rs)) + zy)
 A weight is per-channel when its QuantParams carry more than one scale.  Fused ReLU / ReLU6 reach
 the kernel as the output clamp (the qdq pass drops Relu / Clip whose range covers the output's).
+* onednn (engines 'onednn', and 'x86' which picks oneDNN for symmetric weights on VNNI CPUs):
+  f = f32(f32(f32(acc) * aw) + bias_f); y = clamp(RNE(f32(f32(f * f32(1/ys)) + zy))) (zero point
+  in float before rounding).
 The AVX2 int16 pair saturation (``impl: u8s8_sat16``, documented only) reuses the MLAS emulation.
 """
 from __future__ import annotations
@@ -46,7 +49,9 @@ def _prepare(node, ctx, kind: str, engine: str):
     if plan.dtype == "float32":
         raise UnsupportedOpError(f"{where(node)}: a float output is not a PyTorch quantized op")
     ys = np.float32(ctx.outputs[0].quant.scale[0])
-    if engine == "fbgemm":
+    if engine == "onednn":
+        extra = {"bias": bias_f, "mult": aw, "ys": ys}
+    elif engine == "fbgemm":
         extra = {"bias": None if bias_f is None else torchq.fbgemm_bias(bias_f, aw, per_channel),
                  "mult": (aw / ys).astype(np.float32)}
     else:
@@ -64,7 +69,9 @@ def _finish(plans, acc) -> np.ndarray:
     bias = extra["bias"]
     if bias is not None:
         bias = bias.reshape(view) if np.size(bias) > 1 else bias.reshape(())
-    if engine == "fbgemm":
+    if engine == "onednn":
+        y = torchq.onednn_requant(acc, mult, bias, extra["ys"], plan.zy, plan.lo, plan.hi)
+    elif engine == "fbgemm":
         y = torchq.fbgemm_requant(acc, bias, mult, plan.zy, plan.lo, plan.hi)
     else:
         y = torchq.qnnpack_requant(acc if bias is None else acc + bias, mult, plan.zy, plan.lo, plan.hi)
@@ -84,3 +91,4 @@ def _register(engine: str) -> None:
 
 _register("fbgemm")
 _register("qnnpack")
+_register("onednn")

@@ -165,3 +165,17 @@ def activation_qparams(x_min: float, x_max: float, reduce_range: bool = False,
     scale = np.float32(max((np.float32(hi) - np.float32(lo)) / np.float32(qmax - qmin), eps))
     zp = qmin - int(np.round(np.float32(lo) / scale))
     return scale, int(min(max(zp, qmin), qmax))
+
+
+# -- oneDNN (engines 'onednn' and 'x86' with symmetric weights) ---------------------------------------
+
+def onednn_requant(acc, aw, bias_f, y_scale, zp: int, lo: int, hi: int) -> np.ndarray:
+    """oneDNN int8 conv / matmul epilogue: f = f32(f32(f32(acc) * aw) + bias_f);
+    y = clamp(RNE(f32(f32(f * f32(1/ys)) + zp))) -- the output zero point is added in float before
+    rounding (unlike FBGEMM; the two differ at exact ties with an odd zero point)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = (np.asarray(acc).astype(F32) * f32(aw)).astype(F32)
+        if bias_f is not None:
+            f = (f + f32(bias_f)).astype(F32)
+        y = ((f * inv_scale(y_scale)).astype(F32) + F32(zp)).astype(F32)
+    return np.clip(np.rint(np.nan_to_num(np.clip(y, F32(-2.0 ** 31), F32(2.0 ** 31)))), lo, hi).astype(np.int64)

@@ -28,18 +28,26 @@ _MIN_F32_CHUNK = 32
 _CACHE: dict[int, tuple] = {}  # id(plan) -> (plan, prepared weights); the plan is kept alive
 
 
-def _conv_weights(plan, cin: int):
-    hit = _CACHE.get(id(plan))
+def _conv_prep(plan, cin: int, x_dtype: np.dtype):
+    """Per (plan, input dtype), computed once: kernel shape, compute dtype, chunk length, the
+    weights as a (K, M) matrix in the compute dtype (rows in (ky, kx, c) order) and the
+    requantizer arrays; None when not covered."""
+    key = (id(plan), x_dtype.str)
+    hit = _CACHE.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
     fp = plan.fplan
     wk = _fconv.internal_weights(plan.w, fp.weight_layout, 1, 2, fp.name)  # (KH, KW, 1, Cg, M)
     kh, kw, _, cg, m = wk.shape
-    if cg != cin:
-        return None
-    w2 = np.ascontiguousarray(wk.reshape(kh * kw * cg, m))  # rows in (ky, kx, c) order
-    prep = (w2, (kh, kw), float(np.max(np.abs(w2))) if w2.size else 0.0)
-    _CACHE[id(plan)] = (plan, prep)
+    prep = None
+    if cg == cin:
+        w2 = wk.reshape(kh * kw * cg, m)
+        cdt, chunk = _chunks(w2.shape[0], x_dtype, plan.zx, float(np.max(np.abs(w2))) if w2.size else 0.0)
+        arrs = rq_arrays(plan.requant, m)
+        if cdt is not None and arrs is not None:
+            prep = ((kh, kw), cdt, chunk, np.ascontiguousarray(w2, dtype=cdt), arrs, bias_array(plan.bias, m),
+                    overflow_mode(plan.acc32, plan.settings))
+    _CACHE[key] = (plan, prep)
     return prep
 
 
@@ -69,40 +77,34 @@ def fast_conv(plan, x) -> np.ndarray | None:
     fp = plan.fplan
     if fp.group != 1 or fp.layout != "NHWC" or x.ndim != 4 or plan.w is None or x.dtype.kind not in "iu":
         return None
-    prep = _conv_weights(plan, x.shape[-1])
+    prep = _conv_prep(plan, x.shape[-1], x.dtype)
     if prep is None:
         return None
-    w2, kshape, wmax = prep
+    kshape, cdt, chunk, wc, arrs, bias, overflow = prep
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != kshape:
         return None
     win = resolve_window(x.shape[1:3], kshape, ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
                          fp.auto_pad, where=fp.name)
-    K, M = w2.shape
-    cdt, chunk = _chunks(K, x.dtype, plan.zx, wmax)
-    if cdt is None:
-        return None
-    arrs = rq_arrays(plan.requant, M)
-    if arrs is None:
-        return None
+    K, M = wc.shape
     xs = np.empty(x.shape, cdt)
     _minus_zp(x.reshape(-1), plan.zx, xs.reshape(-1))  # exact: |x - zx| < 2^17
     n = x.shape[0]
     if kshape == (1, 1) and not any(win.pad_begin) and not any(win.pad_end):
         sh, sw = win.strides
-        xs = xs[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw]
-        cols = np.ascontiguousarray(xs).reshape(-1, K)
+        if sh > 1 or sw > 1:
+            xs = np.ascontiguousarray(xs[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw])
+        cols = xs.reshape(-1, K)
     else:
         xp = _fconv.pad_channels_last(xs, win)  # zeros: padded cells contribute 0
         cols = np.concatenate([xp[(slice(None),) + sl] for _, sl in window_offsets(win)], axis=-1)
         cols = cols.reshape(-1, K)
-    wc = w2.astype(cdt, copy=False)
     acc = cols[:, :chunk] @ wc[:chunk]
     if chunk < K:
         acc = acc.astype(np.float64)
         for k0 in range(chunk, K, chunk):
             acc += cols[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    run_fused(acc, bias_array(plan.bias, M), arrs, overflow_mode(plan.acc32, plan.settings), plan.requant, out)
+    run_fused(acc, bias, arrs, overflow, plan.requant, out)
     return out.reshape((n,) + win.out + (M,))
 
 
@@ -138,49 +140,49 @@ def _dw_acc(x, w, zx, sh, sw, dh, dw, pt, pl, mg, acc):  # pragma: no cover - co
                             a[c] += (xr[c // mg] - zx) * wr[c]
 
 
-def _dw_weights(plan, cin: int):
-    hit = _CACHE.get(id(plan))
+def _dw_prep(plan, cin: int, x_dtype: np.dtype):
+    """Per (plan, input dtype), computed once: (KH, KW, C*Mg) integer weights in the accumulator
+    dtype, depth multiplier and requantizer arrays; None when not covered."""
+    key = (id(plan), x_dtype.str)
+    hit = _CACHE.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
     fp = plan.fplan
     wk = _fconv.internal_weights(plan.w, fp.weight_layout, cin, 2, fp.name)  # (KH, KW, C, 1, Mg)
     kh, kw, c, cg, mg = wk.shape
-    if cg != 1 or c != cin or not np.all(wk == np.round(wk)):
-        return None
-    w = np.ascontiguousarray(wk.reshape(kh, kw, c * mg)).astype(np.int64)
-    wmax = int(np.max(np.abs(w))) if w.size else 0
-    prep = (w, mg, kh * kw * wmax)
-    _CACHE[id(plan)] = (plan, prep)
+    prep = None
+    arrs = rq_arrays(plan.requant, c * mg)
+    if cg == 1 and c == cin and arrs is not None and np.all(wk == np.round(wk)):
+        w = wk.reshape(kh, kw, c * mg)
+        ii = np.iinfo(x_dtype)
+        xmax = max(abs(int(ii.min) - plan.zx), abs(int(ii.max) - plan.zx))
+        wsum = kh * kw * (int(np.max(np.abs(w))) if w.size else 0)
+        # int32 arithmetic when every partial sum is below 2^31 (int8: 9 cells * 255 * 128 << 2^31)
+        idt = np.int32 if xmax * wsum < (1 << 31) else np.int64
+        prep = (np.ascontiguousarray(w, dtype=idt), mg, arrs, bias_array(plan.bias, c * mg),
+                overflow_mode(plan.acc32, plan.settings))
+    _CACHE[key] = (plan, prep)
     return prep
 
 
 def fast_depthwise(plan, x) -> np.ndarray | None:
-    x = np.asarray(x)
+    x = np.ascontiguousarray(x)
     fp = plan.fplan
     if fp.group != 0 or fp.layout != "NHWC" or x.ndim != 4 or plan.w is None or x.dtype.kind not in "iu":
         return None
-    prep = _dw_weights(plan, x.shape[-1])
+    prep = _dw_prep(plan, x.shape[-1], x.dtype)
     if prep is None:
         return None
-    w, mg, wsum = prep
+    w, mg, arrs, bias, overflow = prep
     kshape = w.shape[:2]
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != tuple(kshape):
         return None
     win = resolve_window(x.shape[1:3], kshape, ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
                          fp.auto_pad, where=fp.name)
     oc = w.shape[-1]
-    arrs = rq_arrays(plan.requant, oc)
-    if arrs is None:
-        return None
-    ii = np.iinfo(x.dtype)
-    xmax = max(abs(int(ii.min) - plan.zx), abs(int(ii.max) - plan.zx))
-    # int32 arithmetic when every partial sum is below 2^31 (int8: 9 cells * 255 * 128 << 2^31)
-    idt = np.int32 if xmax * wsum < (1 << 31) else np.int64
-    acc = np.empty((x.shape[0],) + win.out + (oc,), idt)
-    _dw_acc(np.ascontiguousarray(x), w.astype(idt), int(plan.zx), win.strides[0], win.strides[1],
-            win.dilations[0], win.dilations[1], win.pad_begin[0], win.pad_begin[1], mg, acc)
-    rq = plan.requant
-    out = np.empty(acc.shape, np.dtype(rq.dtype))
-    run_fused(acc.reshape(-1, oc), bias_array(plan.bias, oc), arrs, overflow_mode(plan.acc32, plan.settings), rq,
-              out.reshape(-1, oc))
+    acc = np.empty((x.shape[0],) + win.out + (oc,), w.dtype)
+    _dw_acc(x, w, int(plan.zx), win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+            win.pad_begin[0], win.pad_begin[1], mg, acc)
+    out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
+    run_fused(acc.reshape(-1, oc), bias, arrs, overflow, plan.requant, out.reshape(-1, oc))
     return out
