@@ -10,6 +10,8 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir import Node, TensorInfo
 from ..quant import Rounding, requantize, round_half_away
+from ..quant.params import _q as _quantize_bound
+from ..quant.params import activation_range as _activation_range
 
 
 
@@ -52,21 +54,12 @@ def checked_log2(scale) -> tuple[bool, int]:
 
 def quantize_bound(f: float, scale: np.float32, zp: int) -> int:
     """``zp + (int)roundf(f / scale)`` with the division in float32."""
-    return zp + int(round_half_away(np.float32(np.float32(f) / scale)))
+    return _quantize_bound(f, scale, zp)
 
 
 def activation_range(act: str | None, scale: np.float32, zp: int, dtype: str, node: Node) -> tuple[int, int]:
     """``CalculateActivationRangeQuantized``: the fused activation folded into the output clamp."""
-    lo, hi = qrange(dtype)
-    if act is None:
-        return lo, hi
-    if act == "RELU":
-        return max(lo, quantize_bound(0.0, scale, zp)), hi
-    if act == "RELU6":
-        return max(lo, quantize_bound(0.0, scale, zp)), min(hi, quantize_bound(6.0, scale, zp))
-    if act == "RELU_N1_TO_1":
-        return max(lo, quantize_bound(-1.0, scale, zp)), min(hi, quantize_bound(1.0, scale, zp))
-    raise UnsupportedOpError(f"{where(node)}: fused activation {act} is not supported on a quantized op")
+    return _activation_range(act, scale, zp, dtype, where(node))
 
 
 def rounding(ctx: Any) -> Rounding:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, UnsupportedOpError
 from .fixedpoint import quantize_multipliers, round_half_away, wrap_int32
 from .requant import Rounding, requantize, requantize_float
 
@@ -38,7 +38,7 @@ def activation_range(act: str | None, scale, zero_point, dtype: str, where: str 
         return max(lo, _q(0.0, s, z)), min(hi, _q(6.0, s, z))
     if act == "RELU_N1_TO_1":
         return max(lo, _q(-1.0, s, z)), min(hi, _q(1.0, s, z))
-    raise ModelError(f"fused activation {act} is not supported on a quantized node", where or None)
+    raise UnsupportedOpError(f"fused activation {act} is not supported on a quantized node", where or None)
 
 
 def per_channel_scales(qp, n: int, where: str) -> np.ndarray:

@@ -13,7 +13,7 @@ from refinterp.ir import Graph, Node, QuantParams, TensorInfo
 warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*deprecated")
 warnings.filterwarnings("ignore", message=".*quantized tensor creation.*")
 
-SCHEME = {"fbgemm": "fbgemm", "qnnpack": "qnnpack", "x86": "onednn", "onednn": "onednn"}
+SCHEME = {"fbgemm": "fbgemm", "qnnpack": "qnnpack", "x86": "pytorch-x86", "onednn": "onednn"}
 F32 = np.float32
 
 
