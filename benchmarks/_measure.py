@@ -19,6 +19,13 @@ from pathlib import Path
 import numpy as np
 
 
+# scheme -> the runtime whose latency it is held to (issue 8) / whose outputs it reproduces bit-exactly
+SIMULATES = {"tflite-reference": "litert-opt", "tflite-optimized": "litert-opt",
+             "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+EXACT = {"tflite-reference": "litert-ref", "tflite-optimized": "litert-opt",
+         "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+
+
 def timed(fn, min_reps: int, max_reps: int, budget_s: float) -> list[float]:
     """Wall times of ``fn()``: at least ``min_reps``, then more until ``budget_s`` or ``max_reps``."""
     out: list[float] = []
@@ -28,6 +35,21 @@ def timed(fn, min_reps: int, max_reps: int, budget_s: float) -> list[float]:
         fn()
         out.append(time.perf_counter() - t)
     return out
+
+
+def timed_pair(fa, fb, min_reps: int, max_reps: int, budget_s: float) -> tuple[list[float], list[float]]:
+    """Alternate ``fa()`` and ``fb()`` (so a change in machine load hits both alike)."""
+    ta: list[float] = []
+    tb: list[float] = []
+    start = time.perf_counter()
+    while len(ta) < max_reps and (len(ta) < min_reps or time.perf_counter() - start < 2 * budget_s):
+        t = time.perf_counter()
+        fa()
+        ta.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fb()
+        tb.append(time.perf_counter() - t)
+    return ta, tb
 
 
 def make_feeds(graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -47,7 +69,8 @@ def make_feeds(graph, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def bench_refinterp(path: str, scheme: str, feeds, reps: dict) -> dict:
+def bench_refinterp(path: str, scheme: str, feeds, reps: dict, partner=None) -> dict:
+    """``partner``: the runtime's invoke, timed interleaved with refinterp's plain runs."""
     import refinterp
 
     t0 = time.perf_counter()
@@ -55,8 +78,11 @@ def bench_refinterp(path: str, scheme: str, feeds, reps: dict) -> dict:
     t1 = time.perf_counter()
     sess.run(feeds)
     t2 = time.perf_counter()
-    plain = timed(lambda: sess.run(feeds), **reps)
-    cap = timed(lambda: sess.run(feeds, capture="all"), **reps)
+    if partner is not None:
+        plain, other = timed_pair(lambda: sess.run(feeds), partner, **reps)
+    else:
+        plain, other = timed(lambda: sess.run(feeds), **reps), []
+    cap, plain2 = timed_pair(lambda: sess.run(feeds, capture="all"), lambda: sess.run(feeds), **reps)
     tracemalloc.start()
     sess.run(feeds)
     peak_plain = tracemalloc.get_traced_memory()[1]
@@ -69,10 +95,24 @@ def bench_refinterp(path: str, scheme: str, feeds, reps: dict) -> dict:
     per_op: dict[str, float] = {}
     for st in sess.steps:
         per_op[st.node.op] = per_op.get(st.node.op, 0.0) + sess.timings.get(st.node.name, 0.0)
-    return {"prepare_s": t1 - t0, "first_run_s": t2 - t1, "median_s": statistics.median(plain),
-            "capture_all_median_s": statistics.median(cap), "reps": len(plain),
+    outs = sess.run(feeds)
+    return {"outputs": [np.asarray(outs[o]) for o in sess.graph.outputs],
+            "prepare_s": t1 - t0, "first_run_s": t2 - t1, "median_s": statistics.median(plain),
+            "capture_all_median_s": statistics.median(cap), "plain_beside_capture_median_s": statistics.median(plain2),
+            "partner_median_s": statistics.median(other) if other else None, "reps": len(plain),
             "tracemalloc_peak_run_mb": peak_plain / 2**20, "tracemalloc_peak_capture_all_mb": peak_all / 2**20,
             "per_op_s": dict(sorted(per_op.items(), key=lambda kv: -kv[1]))}
+
+
+def _outputs(path: str, scheme: str, feeds) -> list[np.ndarray] | None:
+    import refinterp
+
+    try:
+        sess = refinterp.Session(refinterp.load(path), scheme)
+        outs = sess.run(feeds)
+        return [np.asarray(outs[o]) for o in sess.graph.outputs]
+    except Exception:
+        return None
 
 
 def bench_litert(path: str, resolver: str, feeds, threads: int, reps: dict) -> dict:
@@ -88,7 +128,9 @@ def bench_litert(path: str, resolver: str, feeds, threads: int, reps: dict) -> d
     it.invoke()
     first = time.perf_counter() - t
     times = timed(it.invoke, **reps)
-    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times)}
+    outs = [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()]
+    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times), "outputs": outs,
+            "invoke": it.invoke}
 
 
 def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
@@ -102,7 +144,8 @@ def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
     s.run(None, feeds)
     first = time.perf_counter() - t
     times = timed(lambda: s.run(None, feeds), **reps)
-    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times)}
+    return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times),
+            "outputs": [np.asarray(o) for o in s.run(None, feeds)], "invoke": lambda: s.run(None, feeds)}
 
 
 def preview_fast_wiring() -> None:
@@ -146,11 +189,6 @@ def main(spec: dict) -> dict:
     graph = refinterp.load(spec["path"])
     feeds = make_feeds(graph)
     res: dict = {"schemes": {}, "runtimes": {}, "threads": threads}
-    for scheme in spec.get("schemes", []):
-        try:
-            res["schemes"][scheme] = bench_refinterp(spec["path"], scheme, feeds, reps)
-        except Exception as e:  # a scheme that cannot run this model is a finding, not a crash
-            res["schemes"][scheme] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     for rt in spec.get("runtimes", []):
         try:
             if rt.startswith("litert"):
@@ -159,6 +197,26 @@ def main(spec: dict) -> dict:
                 res["runtimes"][rt] = bench_ort(spec["path"], feeds, threads, reps)
         except Exception as e:
             res["runtimes"][rt] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    for scheme in spec.get("schemes", []):
+        partner = res["runtimes"].get(SIMULATES.get(scheme, ""), {}).get("invoke")
+        try:
+            res["schemes"][scheme] = bench_refinterp(spec["path"], scheme, feeds, reps, partner)
+        except Exception as e:  # a scheme that cannot run this model is a finding, not a crash
+            res["schemes"][scheme] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    res["exact"] = {}
+    for scheme in spec.get("check_schemes", []):  # schemes not timed here: one untimed run
+        res["schemes"].setdefault(scheme, {"outputs": _outputs(spec["path"], scheme, feeds), "untimed": True})
+    for scheme, r in list(res["schemes"].items()):  # outputs equal to the runtime it reproduces?
+        rt = res["runtimes"].get(EXACT.get(scheme, ""), {})
+        mine, theirs = r.pop("outputs", None), rt.get("outputs")
+        if mine is not None and theirs is not None:
+            res["exact"][scheme] = len(mine) == len(theirs) and all(
+                a.shape == b.shape and np.array_equal(a, b) for a, b in zip(mine, theirs))
+        if r.get("untimed"):
+            del res["schemes"][scheme]
+    for rt in res["runtimes"].values():
+        rt.pop("outputs", None)
+        rt.pop("invoke", None)
     res["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return res
 

@@ -33,9 +33,8 @@ sys.path.insert(0, str(REPO))
 from refinterp.settings import thread_env  # noqa: E402
 
 TFLITE_SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack"]
-# scheme -> the runtime it simulates (ratio target <= 1.0 in issue 8; ORT <= 3.0)
-SIMULATES = {"tflite-reference": "litert-opt", "tflite-optimized": "litert-opt",
-             "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+# scheme -> the runtime it is timed against (ratio target <= 1.0 in issue 8; ORT <= 3.0)
+from _measure import EXACT, SIMULATES  # noqa: E402
 MNV2 = CACHE / "mobilenet_v2_224_int8.tflite"
 MODELS = {
     "small": ("tflite", REPO / "tests/fixtures/tflite/mobilenet_v2_tiny_int8.tflite"),
@@ -92,29 +91,33 @@ def _ms(v) -> str:
 
 
 def table(results: dict) -> str:
-    hdr = ("| model | scheme | refinterp ms | capture=all | runtime | runtime ms | ratio | prepare s | "
-           "first run s | peak run MB | child maxrss MB |")
+    hdr = ("| model | scheme | refinterp ms | capture=all | runtime | runtime ms | ratio | bit-exact output | "
+           "prepare s | first run s | peak run MB | child maxrss MB |")
     lines = [hdr, "|" + "---|" * (hdr.count("|") - 1)]
     for model, res in results.items():
         if "error" in res:
-            lines.append(f"| {model} | - | error: {res['error']} |" + " |" * 8)
+            lines.append(f"| {model} | - | error: {res['error']} |" + " |" * 9)
             continue
         rts = res.get("runtimes", {})
         for scheme, r in res["schemes"].items():
             if "error" in r:
-                lines.append(f"| {model} | {scheme} | error: {r['error']} |" + " |" * 8)
+                lines.append(f"| {model} | {scheme} | error: {r['error']} |" + " |" * 9)
                 continue
-            over = r["capture_all_median_s"] / r["median_s"] - 1
+            over = r["capture_all_median_s"] / r.get("plain_beside_capture_median_s", r["median_s"]) - 1
             comps = [SIMULATES[scheme]] + (["litert-ref"] if scheme == "tflite-reference" else [])
             for i, rt in enumerate(comps):
                 rr = rts.get(rt, {})
-                rms = rr.get("median_s")
+                # the runtime timed interleaved with this scheme's runs, else its own timing
+                rms = (r.get("partner_median_s") if i == 0 else None) or rr.get("median_s")
                 ratio = f"{r['median_s'] / rms:.2f}x" if rms else rr.get("error", "-")[:60]
-                cells = [model, scheme, _ms(r["median_s"]), f"{over:+.0%}", rt, _ms(rms), ratio,
+                eq = {True: f"yes ({EXACT[scheme]})", False: f"NO ({EXACT[scheme]})", None: "-"}[
+                    res.get("exact", {}).get(scheme)]
+                cells = [model, scheme, _ms(r["median_s"]), f"{over:+.0%}", rt, _ms(rms), ratio, eq,
                          f"{r['prepare_s']:.2f}", f"{r['first_run_s']:.2f}",
                          f"{r['tracemalloc_peak_run_mb']:.0f}", f"{res['ru_maxrss_mb']:.0f}"]
                 if i:  # a second comparison row for the same measurement
                     cells = [c if j in (4, 5, 6) else "" for j, c in enumerate(cells)]
+                    cells[7] = "-"
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -157,10 +160,12 @@ def main(argv=None) -> int:
         if kind == "tflite":
             res = child({"path": str(path), "schemes": TFLITE_SCHEMES, "preview_fast": args.preview_fast,
                          "runtimes": ["litert-opt", "litert-xnnpack"]}, env)
-            ref = child({"path": str(path), "runtimes": ["litert-ref"],
+            ref = child({"path": str(path), "runtimes": ["litert-ref"], "check_schemes": ["tflite-reference"],
+                         "preview_fast": args.preview_fast,
                          "reps": {"min_reps": 3, "max_reps": 10, "budget_s": 2.0}}, env)
             if "runtimes" in res:
                 res["runtimes"]["litert-ref"] = ref.get("runtimes", {}).get("litert-ref", ref)
+                res.setdefault("exact", {}).update(ref.get("exact", {}))
         else:
             res = child({"path": str(path), "schemes": ["onnxruntime-cpu"], "runtimes": ["onnxruntime"]}, env)
         results[m] = res
@@ -172,8 +177,8 @@ def main(argv=None) -> int:
             shutil.rmtree(d, ignore_errors=True)
     import platform
 
-    print(f"\npreview-fast={args.preview_fast}  threads={args.threads}  python {platform.python_version()}  machine {platform.machine()}  "
-          f"cpus={os.cpu_count()}  load avg {os.getloadavg()[0]:.1f}")
+    print(f"\npreview-fast={args.preview_fast}  threads={args.threads}  python {platform.python_version()}  "
+          f"machine {platform.machine()}  cpus={os.cpu_count()}  load avg {os.getloadavg()[0]:.1f}")
     print(table(results))
     print(f"\n`refinterp run` small model (tflite-reference): warm Numba cache {cli['warm_s']:.2f} s"
           + (f", empty cache (compiles) {cli['cold_s']:.2f} s" if "cold_s" in cli else ""))

@@ -190,7 +190,7 @@ class Session:
         except MemoryError:  # a hostile model: shapes that only a kernel can compute
             raise ResourceError(f"node '{st.node.name}' ({st.node.source_op or st.node.op}) ran out of memory",
                                 self.graph.path) from None
-        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError) as e:
+        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
             first = (str(e).splitlines() or [""])[0][:200]
             raise ModelError(f"node '{st.node.name}' ({st.node.source_op or st.node.op}) failed on its inputs "
                              f"({type(e).__name__}: {first})", self.graph.path) from e

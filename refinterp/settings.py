@@ -69,3 +69,17 @@ def apply_numba_threads() -> int:
     n = min(threads(), numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(n)
     return n
+
+
+# Numba ``parallel=True`` kernels pay a thread-pool fork/join per call; below this many
+# multiply-adds a call runs on one thread (results never depend on the split).
+PARALLEL_MIN_WORK = 1 << 22
+
+
+def kernel_threads(work: int) -> int:
+    """Threads for one Numba parallel kernel call doing ``work`` multiply-adds."""
+    if work < PARALLEL_MIN_WORK:
+        return 1
+    import numba
+
+    return max(1, min(threads(), numba.config.NUMBA_NUM_THREADS))

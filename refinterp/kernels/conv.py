@@ -4,6 +4,8 @@ Internal form: activations channels-last ``(N, *S, C)``, weights ``(*K, G, Cg, M
 group, input channel in group, output channel in group).  The convolution is a loop over the
 kernel cells (<= prod(K) iterations), each a batched matmul of a strided view of the padded input.
 Accumulation is in float32 (float64 for float64 inputs); float16 inputs are rounded once at the end.
+Fast paths (single-cell ungrouped GEMM, Numba 2-D depthwise in fast/depthwise.py) keep the same
+per-element operation order, so their results are bit-identical to the cell loop.
 """
 from __future__ import annotations
 

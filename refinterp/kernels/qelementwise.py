@@ -100,12 +100,22 @@ def _run_add_sub(p, a, b):
 
 # --- MUL --------------------------------------------------------------------------------------
 
+def _mul_real_multiplier(ctx, s1, s2, so) -> float:
+    """impl ``float32_multiplier`` (LiteRT ``mul.cc``): float32(float32(s1*s2)/so) widened to double;
+    impl ``float64_multiplier`` (TFLM ``mul_common.cc``): double(s1)*double(s2)/double(so).
+    The two differ in the last bits of M, enough for rare +-1 outputs (mostly int16)."""
+    form = impl(ctx, ("float32_multiplier", "float64_multiplier"), "float32_multiplier")
+    if form == "float64_multiplier":
+        return float(s1) * float(s2) / float(so)
+    return float(_F(_F(s1 * s2) / so))
+
+
 def _prepare_mul(node, ctx):
-    """``mul.cc``: real = float32(float32(s1*s2)/so) -> QuantizeMultiplier;
+    """``mul.cc``: real multiplier (see ``_mul_real_multiplier``) -> QuantizeMultiplier;
     out = clamp(MBQM((a-z1)*(b-z2)) + zo) (int16 products of zero-point-free values < 2^30)."""
     dt, s1, z1, s2, z2, so, zo = _binary_io(node, ctx, ("int8", "uint8", "int16"))
     lo, hi = activation_range(node.attrs.get("activation"), so, zo, dt, node)
-    M, s = quantize_multiplier(float(_F(_F(s1 * s2) / so)))
+    M, s = quantize_multiplier(_mul_real_multiplier(ctx, s1, s2, so))
     return {"z1": z1, "z2": z2, "zo": zo, "m": M, "shift": s, "clamp": (lo, hi),
             "rounding": rounding(ctx).value, "dtype": dt}
 

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import InputError, UnsupportedOpError
 from ..ir import Node
 from .registry import PrepareContext, kernel
+from .shape_quant import check_equal_params, concat_rescale_plan
 
 BOTH = ("float", "int")
 
@@ -55,21 +56,13 @@ def _concat(plan, *xs):
 
 
 def _concat_int_prepare(node: Node, ctx: PrepareContext) -> dict:
-    """Per input: None (same scale and zero point as the output: copied) or the LiteRT rescale
-    ``(s, b)`` with ``s = f32(in_scale * f32(1 / out_scale))`` and ``b = f32(-in_zp * s)``."""
+    """Per input: None (codes copied) or a rescale ``(s, b)``; the rules (and refusals) follow the
+    op's ``impl`` setting (``shape_quant.concat_rescale_plan``)."""
     plan = _concat_prepare(node, ctx)
-    oq = ctx.outputs[0].quant if ctx.outputs else None
-    rescale: list = []
-    for info in ctx.inputs:
-        q = None if info is None else info.quant
-        if oq is None or q is None or not q.per_tensor or not oq.per_tensor or (
-                q.scale[0] == oq.scale[0] and q.zero_point[0] == oq.zero_point[0]):
-            rescale.append(None)
-            continue
-        s = np.float32(q.scale[0] * (np.float32(1.0) / oq.scale[0]))
-        rescale.append((s, np.float32(-np.float32(q.zero_point[0]) * s)))
+    rescale = concat_rescale_plan(node, ctx)
     plan["rescale"] = rescale
     if any(r is not None for r in rescale):
+        oq = ctx.outputs[0].quant
         info = np.iinfo(np.dtype(ctx.outputs[0].dtype))
         plan["out"] = (int(oq.zero_point[0]), info.min, info.max, np.dtype(ctx.outputs[0].dtype))
     return plan
@@ -173,6 +166,7 @@ def _unsqueezed_shape(shape, axes):
 
 
 def _expand_dims_prepare(node: Node, ctx: PrepareContext) -> dict:
+    check_equal_params(node, ctx, [0])
     ax = input_or_attr(node, ctx, 1, "axis")
     return {"axis": None if ax is None else ax[0]}
 
@@ -207,6 +201,7 @@ def _tile(plan, x, repeats=None):
 
 
 def _pack_prepare(node: Node, ctx: PrepareContext) -> dict:
+    check_equal_params(node, ctx)
     return {"axis": int(node.attr("axis", 0)), "num": node.attr("num")}
 
 

@@ -7,6 +7,7 @@ from ..errors import InputError
 from ..ir import Node
 from .registry import PrepareContext, kernel
 from .shape import input_or_attr, ints, where
+from .shape_quant import check_equal_params
 
 _NP_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap",
              "symmetric": "symmetric"}
@@ -32,9 +33,14 @@ def _pad_prepare_float(node: Node, ctx: PrepareContext) -> dict:
 
 
 def _pad_prepare_int(node: Node, ctx: PrepareContext) -> dict:
-    # TFLite PAD on quantized tensors pads with the output zero point (real value 0).
+    # TFLite PAD on quantized tensors pads with the output zero point (real value 0) and copies the
+    # input codes even when the input params differ.  ``requires_equal_params`` concerns the
+    # mirror modes only (LiteRT MIRROR_PAD refuses unequal params; PAD / PADV2 accept them).
     q = ctx.outputs[0].quant if ctx.outputs else None
-    return _pad_plan(node, ctx, 0 if q is None else int(q.zero_point.ravel()[0]))
+    plan = _pad_plan(node, ctx, 0 if q is None else int(q.zero_point.ravel()[0]))
+    if plan["mode"] != "constant":
+        check_equal_params(node, ctx, [0])
+    return plan
 
 
 def _begin_end(pads: np.ndarray, ndim: int, axes: list[int] | None) -> tuple[list[int], list[int]]:

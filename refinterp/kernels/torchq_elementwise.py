@@ -6,7 +6,9 @@ Numeric contracts (checked against torch 2.13.0, tests/conformance/test_torch_qu
 * "vectorised float" path (ATen Vectorized<quint8>): dq(q) = fma(q, s, f32(-zp * s));
   the float32 function; quantize_vec(v) = RNE(f32(v * f32(1/s_out))) + zp_out (zero point after
   rounding -- unlike quantize_per_tensor), clamp.  Used by fbgemm for Add, HardSwish, Sigmoid,
-  LeakyRelu, Elu, Concat and by qnnpack for LeakyRelu, Elu, Concat.
+  LeakyRelu, Elu and by qnnpack for LeakyRelu, Elu.
+* Concat (both engines): inputs with the output's (scale, zp) are copied; others are requantized
+  with the scalar ATen path: quantize(dequantize(q)) = RNE(fma(f32((q - zp) * s), f32(1/sy), zy)).
 * qnnpack Add: q8vadd fixed point (torchq.qnnpack_add: multipliers < 2^22, ties away from zero).
 * qnnpack HardSwish / Sigmoid: 256-entry table over the input code: x = f32((code - zx) * xs),
   h = f(x); y = clamp(RNE(f32(h * f32(1/ys)) + zy)) (zero point added in float before rounding).
@@ -145,8 +147,8 @@ def _concat(p, *xs):
         if F32(s) == F32(p["ys"]) and z == p["zy"]:
             parts.append(x.astype(p["dtype"]))
         else:
-            v = dq_vec(x.astype(np.int64), s, z)
-            parts.append(quantize_vec(v, p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"]))
+            v = torchq.dequantize(x.astype(np.int64), s, z)
+            parts.append(torchq.quantize(v, p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"]))
     return np.concatenate(parts, axis=p["axis"])
 
 

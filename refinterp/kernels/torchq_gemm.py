@@ -14,8 +14,8 @@ Numeric contract (refinterp/quant/torchq.py):
 A weight is per-channel when its QuantParams carry more than one scale.  Fused ReLU / ReLU6 reach
 the kernel as the output clamp (the qdq pass drops Relu / Clip whose range covers the output's).
 * onednn (engines 'onednn', and 'x86' which picks oneDNN for symmetric weights on VNNI CPUs):
-  f = f32(f32(f32(acc) * aw) + bias_f); y = clamp(RNE(f32(f32(f * f32(1/ys)) + zy))) (zero point
-  in float before rounding).
+  f = f32(f32(f32(f32(acc) * xs) * ws[c]) + bias_f); y = clamp(RNE(f32(f32(f * f32(1/ys)) + zy)))
+  (scales applied one at a time; zero point in float before rounding).
 The AVX2 int16 pair saturation (``impl: u8s8_sat16``, documented only) reuses the MLAS emulation.
 """
 from __future__ import annotations
@@ -50,7 +50,8 @@ def _prepare(node, ctx, kind: str, engine: str):
         raise UnsupportedOpError(f"{where(node)}: a float output is not a PyTorch quantized op")
     ys = np.float32(ctx.outputs[0].quant.scale[0])
     if engine == "onednn":
-        extra = {"bias": bias_f, "mult": aw, "ys": ys}
+        wsc = np.broadcast_to(ws if per_channel else ws[0], np.shape(aw)).astype(np.float32)
+        extra = {"bias": bias_f, "mult": wsc, "ys": ys, "xs": np.float32(x.quant.scale[0])}
     elif engine == "fbgemm":
         extra = {"bias": None if bias_f is None else torchq.fbgemm_bias(bias_f, aw, per_channel),
                  "mult": (aw / ys).astype(np.float32)}
@@ -70,7 +71,7 @@ def _finish(plans, acc) -> np.ndarray:
     if bias is not None:
         bias = bias.reshape(view) if np.size(bias) > 1 else bias.reshape(())
     if engine == "onednn":
-        y = torchq.onednn_requant(acc, mult, bias, extra["ys"], plan.zy, plan.lo, plan.hi)
+        y = torchq.onednn_requant(acc, extra["xs"], mult, bias, extra["ys"], plan.zy, plan.lo, plan.hi)
     elif engine == "fbgemm":
         y = torchq.fbgemm_requant(acc, bias, mult, plan.zy, plan.lo, plan.hi)
     else:

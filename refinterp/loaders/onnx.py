@@ -218,6 +218,8 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
                                  f"initializer or node output", where)
         available.update(o for o in n.output if o)
         default = n.domain in DEFAULT_DOMAINS
+        if default:
+            _check_required_inputs(n, opsets.get("", 1), label, where)
         if default and n.op_type == "Constant":
             arr = _constant_value(n, where)
             ctx.tensors[n.output[0]] = _const_info(n.output[0], arr)
@@ -247,6 +249,20 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
         if o not in available:
             raise ModelError(f"graph output '{o}' is not produced by any node, initializer or input", where)
     return Graph(gp.name, "onnx", ctx.tensors, nodes, inputs, outputs)
+
+
+def _check_required_inputs(n: onnx.NodeProto, opset: int, label: str, where: str) -> None:
+    """Every non-optional, non-variadic input of a standard op is named (kernels take "" as absent)."""
+    try:
+        schema = onnx.defs.get_schema(n.op_type, max(int(opset), 1), "")
+    except Exception:  # noqa: BLE001 - unknown op or opset: the kernel lookup reports it
+        return
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for k, formal in enumerate(schema.inputs):
+        if formal.option != single:
+            continue
+        if k >= len(n.input) or not n.input[k]:
+            raise ModelError(f"node '{label}' ({n.op_type}) lacks its required input {k} ('{formal.name}')", where)
 
 
 def _node_names(gp: onnx.GraphProto) -> list[str]:

@@ -173,7 +173,10 @@ def _fc(ctx: OpContext) -> Result:
         raise UnsupportedOpError(f"FULLY_CONNECTED node '{ctx.node}': shuffled weights format is not "
                                  f"supported", ctx.where)
     return "FullyConnected", list(ctx.inputs), {"keep_num_dims": bool(ctx.opt("keep_num_dims", False)),
-                                                "activation": ctx.activation()}
+                                                "activation": ctx.activation(),
+                                                # dynamic-range (float input, int8 filter) kernels only
+                                                "asymmetric_quantize_inputs":
+                                                    bool(ctx.opt("asymmetric_quantize_inputs", False))}
 
 
 def _with_act(op: str, **extra: Any) -> Callable[[OpContext], Result]:
@@ -341,7 +344,10 @@ CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _depthwise, "TRANSPOSE_CONV": _transpose_conv,
     "FULLY_CONNECTED": _fc,
     "BATCH_MATMUL": lambda c: ("BatchMatMul", list(c.inputs), {"adj_x": bool(c.opt("adj_x", False)),
-                                                               "adj_y": bool(c.opt("adj_y", False))}),
+                                                               "adj_y": bool(c.opt("adj_y", False)),
+                                                               "asymmetric_quantize_inputs":
+                                                               bool(c.opt("asymmetric_quantize_inputs",
+                                                                          False))}),
     "ADD": _with_act("Add", pot_scale_int16=True), "SUB": _with_act("Sub", pot_scale_int16=True),
     "MUL": _with_act("Mul"), "DIV": _with_act("Div"),
     "SQUARED_DIFFERENCE": _plain("SquaredDifference"), "MAXIMUM": _plain("Max"), "MINIMUM": _plain("Min"),

@@ -169,12 +169,15 @@ def activation_qparams(x_min: float, x_max: float, reduce_range: bool = False,
 
 # -- oneDNN (engines 'onednn' and 'x86' with symmetric weights) ---------------------------------------
 
-def onednn_requant(acc, aw, bias_f, y_scale, zp: int, lo: int, hi: int) -> np.ndarray:
-    """oneDNN int8 conv / matmul epilogue: f = f32(f32(f32(acc) * aw) + bias_f);
-    y = clamp(RNE(f32(f32(f * f32(1/ys)) + zp))) -- the output zero point is added in float before
-    rounding (unlike FBGEMM; the two differ at exact ties with an odd zero point)."""
+def onednn_requant(acc, x_scale, w_scale, bias_f, y_scale, zp: int, lo: int, hi: int) -> np.ndarray:
+    """oneDNN int8 conv epilogue with per-argument scales (observed on torch 2.13):
+    f = f32(f32(f32(acc) * xs) * ws[c]); f = f32(f + bias_f); y = f32(f * f32(1/ys));
+    q = clamp(RNE(f32(y + zp))) -- the source and weight scales are applied one after the other
+    (not as their product) and the output zero point is added in float before rounding.
+    Equivalent on 3.2M tie-prone elements: ws before xs, or dividing by ys instead of multiplying by
+    its reciprocal; the product form f32(acc) * f32(xs*ws) and zp-after-rounding both differ."""
     with np.errstate(over="ignore", invalid="ignore"):
-        f = (np.asarray(acc).astype(F32) * f32(aw)).astype(F32)
+        f = ((np.asarray(acc).astype(F32) * F32(x_scale)).astype(F32) * f32(w_scale)).astype(F32)
         if bias_f is not None:
             f = (f + f32(bias_f)).astype(F32)
         y = ((f * inv_scale(y_scale)).astype(F32) + F32(zp)).astype(F32)

@@ -31,6 +31,8 @@ def scheme_dirs() -> list[Path]:
 
 
 def find_scheme_file(name: str) -> Path:
+    if not name or "\x00" in name or len(Path(name).name) > 255:  # OSError/ValueError from the file system
+        raise SchemeError(f"not a scheme name or path: {name[:60]!r}")
     p = Path(name)
     if p.suffix in (".yaml", ".yml") or os.sep in name:
         if not p.is_file():
@@ -141,6 +143,15 @@ def _is_float_node(node, graph) -> bool:
                 and any(t.dtype.startswith(("int", "uint")) for t in outs))
 
 
+def _is_hybrid_node(node, graph) -> bool:
+    """Dynamic-range node: float activations only (``_is_float_node``) and at least one constant
+    quantized integer input (int8 weights with scales)."""
+    if graph is None or not _is_float_node(node, graph):
+        return False
+    consts = [t for t in (graph.tensors.get(n) for n in node.inputs if n) if t is not None and t.const is not None]
+    return any(t.quant is not None and t.dtype.startswith(("int", "uint")) for t in consts)
+
+
 @dataclass
 class NodeChoice:
     variants: list[str]
@@ -174,7 +185,8 @@ class Scheme:
 
         Precedence (later wins): scheme defaults < ``ops.<node.op>`` < every ``nodes:`` glob
         matching the node name, in file order < a ``nodes:`` key equal to the node name.
-        ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
+        A dynamic-range node (float activations, constant quantized weights) first merges the
+        op's ``hybrid:`` settings and keeps their variant order.  ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
         quantizes the outputs).  Otherwise, in a scheme with integer variants, the ``float``
         variant is never chosen for a node with quantized integer outputs (it would silently
         change the arithmetic); such a node needs an integer kernel.
@@ -186,9 +198,15 @@ class Scheme:
                 _merge_settings(settings, over)
         if node.name in nodes:
             _merge_settings(settings, nodes[node.name])
+        hybrid = settings.pop("hybrid", None)
+        is_hybrid = bool(hybrid) and _is_hybrid_node(node, graph)
+        if is_hybrid:
+            _merge_settings(settings, hybrid)
         variants = list(settings.pop("variants", None) or self.variants)
         if settings.get("compute") == "float":
             variants = ["float"]
+        elif is_hybrid:
+            pass  # the ``hybrid`` settings' variants, in their order
         elif variants != ["float"] and _has_quantized_int_output(node, graph):
             variants = [v for v in variants if v != "float"]
         elif "float" in variants and _is_float_node(node, graph):

@@ -44,9 +44,15 @@ OP (also the value of a ``nodes:`` entry)::
     accumulator: ACCUMULATOR
     impl: name                       # per-op implementation choice, validated by the kernel
                                      # (e.g. AveragePool raw_q_average, Sigmoid lut | fixed_point)
+    requires_equal_params: bool      # data-movement ops: the backend refuses (ModelError at Session
+                                     # build) a node whose quantized input and output params differ,
+                                     # instead of copying codes (refinterp/kernels/shape_quant.py)
     delegate: OP                     # settings used when a delegate variant (``xnn``) accepts the
                                      # node; the op's other settings apply when it falls back to
                                      # the built-in kernels (e.g. XNNPACK fp32 requantization)
+    hybrid: OP                       # merged over the op's settings for a dynamic-range ("hybrid")
+                                     # node: float activations, a constant quantized integer input
+                                     # (int8 weights); e.g. ``hybrid: {variants: [tflite_hybrid_ref]}``
 """
 from __future__ import annotations
 
@@ -98,6 +104,11 @@ def _mapping(spec: dict[str, Check]) -> Check:
     return check
 
 
+def _bool(path: str, v: Any, where: str) -> None:
+    if not isinstance(v, bool):
+        _fail(path, "true or false", v, where)
+
+
 def _pos_int(path: str, v: Any, where: str) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         _fail(path, "a positive integer", v, where)
@@ -114,8 +125,10 @@ OP: dict[str, Check] = {
     "requant": _mapping(REQUANT),
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,
+    "requires_equal_params": _bool,
 }
 OP["delegate"] = _mapping(dict(OP))  # the delegate's own settings (no nested delegate)
+OP["hybrid"] = _mapping(dict(OP))  # settings for dynamic-range nodes (no nested hybrid)
 
 
 def _op_map(known_ops: Callable[[], set[str]] | None) -> Check:

@@ -55,7 +55,7 @@ def _replay(folder: Path, tmp: Path) -> None:
 
 def _params():
     for f in FINDINGS:
-        status = (f / "finding.txt").read_text().split(maxsplit=1)[0]
+        status = (f / "finding.txt").read_text().split(maxsplit=1)[0].rstrip(":")
         marks = [pytest.mark.xfail(strict=True, reason=(f / "finding.txt").read_text().strip()[:200])] \
             if status == "open" else []
         yield pytest.param(f, id=f.name, marks=marks)

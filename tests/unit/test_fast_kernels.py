@@ -13,12 +13,13 @@ import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
 from refinterp.kernels import conv as fconv
-from refinterp.kernels._spatial import resolve_window
+from refinterp.kernels._spatial import ints, resolve_window
 from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
 from refinterp.kernels.fast.requant import fused_requant
 from refinterp.kernels.registry import PrepareContext, lookup
+from refinterp.quant.fixedpoint import wrap_int32
 from refinterp.quant.params import Requant, accumulate_overflow
-from refinterp.quant.requant import Rounding
+from refinterp.quant.requant import Rounding, requantize
 
 RNG = np.random.default_rng(8)
 
@@ -129,6 +130,24 @@ def _plan(op, x, w, b, attrs, settings, zx, zw, zo, per_channel, act=None, out_d
     return k, k.prepare(node, ctx)
 
 
+def _numpy_qconv(plan, x):
+    """The NumPy reference of a TFLite integer (depthwise) conv from its plan, independent of the
+    registered kernel (which may itself call the fast path once wired): float64 cell-loop sums of
+    (x - zx) * (w - zw), + bias, int32 wrap/saturate, ``Requant``."""
+    fp = plan.fplan
+    group = x.shape[-1] if fp.group == 0 else fp.group
+    wk = fconv.internal_weights(plan.w, fp.weight_layout, group, 2, fp.name)
+    win = resolve_window(x.shape[1:3], wk.shape[:2], ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
+                         fp.auto_pad)
+    acc = fconv.conv_channels_last_numpy(x.astype(np.float64) - plan.zx, wk, None, win, np.dtype(np.float64))
+    acc = acc.astype(np.int64)
+    if plan.bias is not None:
+        acc = acc + plan.bias
+    if plan.acc32:
+        acc = accumulate_overflow(acc, plan.settings)
+    return plan.requant(acc)
+
+
 def _x(shape, dtype="int8"):
     info = np.iinfo(np.dtype(dtype))
     x = RNG.integers(int(info.min), int(info.max) + 1, size=shape).astype(dtype)
@@ -155,7 +174,8 @@ def test_fast_conv_equals_reference(kernel, strides, dil, pad, cin, cout):
     for name, zx, zw, zo, pc, act in [("tflite_ref", -128, 0, -3, True, "RELU6"), ("upward", 7, 0, 0, True, None),
                                       ("blocks", 0, 3, 5, False, "RELU"), ("single", -1, -2, 100, True, None)]:
         k, plan = _plan("Conv", x, w, b, attrs, SETTINGS[name], zx, zw, zo, pc, act)
-        ref = k.run(plan, x, w, b)
+        ref = _numpy_qconv(plan, x)
+        assert np.array_equal(k.run(plan, x, w, b), ref), name  # the registered kernel agrees
         got = fast_conv(plan, x)
         assert got is not None, name
         assert got.dtype == ref.dtype and np.array_equal(got, ref), name
@@ -169,12 +189,12 @@ def test_fast_conv_long_k_chunks_and_int16():
     attrs = {"layout": "NHWC", "weight_layout": "OHWI", "strides": [1, 1], "dilations": [1, 1],
              "auto_pad": "SAME_UPPER", "group": 1}
     k, plan = _plan("Conv", x, w, None, attrs, SETTINGS["tflite_ref"], -128, 0, 2, True)
-    assert np.array_equal(fast_conv(plan, x), k.run(plan, x, w))
+    assert np.array_equal(fast_conv(plan, x), _numpy_qconv(plan, x))
     x16 = _x((1, 5, 4, 6), "int16")
     w16 = _x((4, 1, 1, 6))
     b64 = RNG.integers(-5000, 5000, 4).astype(np.int32)
     k, plan = _plan("Conv", x16, w16, b64, attrs, SETTINGS["tflite_ref"], 0, 0, 0, True, out_dtype="int16")
-    ref = k.run(plan, x16, w16, b64)
+    ref = _numpy_qconv(plan, x16)
     got = fast_conv(plan, x16)  # int16 x + int32 bias: the int32 path, float64 GEMM
     assert got is not None and np.array_equal(got, ref)
 
@@ -199,7 +219,8 @@ def test_fast_depthwise_equals_reference(kernel, strides, dil, pad, mult):
     for name, zx, zw, zo, pc, act in [("tflite_ref", -128, 0, -3, True, "RELU6"), ("blocks", 9, 0, 0, True, None),
                                       ("upward", 0, 4, 11, False, "RELU"), ("single", 3, 0, -100, True, None)]:
         k, plan = _plan("DepthwiseConv", x, w, b, attrs, SETTINGS[name], zx, zw, zo, pc, act)
-        ref = k.run(plan, x, w, b)
+        ref = _numpy_qconv(plan, x)
+        assert np.array_equal(k.run(plan, x, w, b), ref), name
         got = fast_depthwise(plan, x)
         assert got is not None, name
         assert got.dtype == ref.dtype and np.array_equal(got, ref), name
@@ -225,6 +246,17 @@ ADD_CASES = [  # (dtype, s1, z1, s2, z2, so, zo, activation, shapes)
 ]
 
 
+def _numpy_add_sub(p, a, b):
+    """ADD / SUB (non power-of-two) from the plan with the NumPy requantizer, independent of the
+    registered kernel: int32-valued intermediates, wrap of the sum, clamp."""
+    r = Rounding(p["rounding"])
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    A = requantize((a - p["z1"]) << p["left_shift"], p["m1"], p["e1"], r)
+    B = requantize((b - p["z2"]) << p["left_shift"], p["m2"], p["e2"], r)
+    s = wrap_int32(A - B if p["sub"] else A + B)
+    return np.clip(requantize(s, p["mo"], p["eo"], r) + p["zo"], *p["clamp"]).astype(p["dtype"])
+
+
 @pytest.mark.parametrize("case", ADD_CASES, ids=lambda c: f"{c[0]}-{c[7]}-{c[8][0]}")
 @pytest.mark.parametrize("op", ["Add", "Sub"])
 @pytest.mark.parametrize("rounding", ["double", "upward", "single"])
@@ -240,6 +272,7 @@ def test_fast_add_sub_equals_reference(case, op, rounding):
     ctx = PrepareContext(node, infos, [out], {"requant": {"rounding": rounding}})
     k = lookup(op, ["tflite_ref"], node=node)
     plan = k.prepare(node, ctx)
-    ref = k.run(plan, a, b)
+    ref = _numpy_add_sub(plan, a, b)
+    assert np.array_equal(k.run(plan, a, b), ref)  # the registered kernel agrees
     got = fast_add_sub(plan, a, b)
     assert got is not None and got.dtype == ref.dtype and np.array_equal(got, ref)

@@ -75,11 +75,6 @@ def test_sweeps_verified_against_tflite_micro(dtype):
     assert cases[0].meta["provenance"]["verified_against"]["runtime"] == "tflite-micro"
     bad = [(c.name, c.meta["provenance"]["verified_against"].get("detail")) for c in cases
            if c.meta["provenance"]["bit_exact"] is not True]
-    if bad and all("_MUL_int16_" in name for name, _ in bad):
-        # Known finding (reported to the kernel owners): int16 MUL under tflite-micro is off by one LSB
-        # against TFLM on a few cases, e.g. 0000_MUL_int16_zp_random (seed 4): refinterp's multiplier
-        # 2010519040 comes from a float32 s1*s2/so, TFLM's evidently from a more precise product.
-        pytest.xfail(f"int16 MUL vs TFLM: {bad}")
     assert bad == [] and counts["match"] == len(cases)
 
 

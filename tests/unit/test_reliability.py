@@ -267,6 +267,25 @@ def test_pickled_npy_input_refused(tmp_path):
     assert pickle  # the payload class above is only ever pickled by numpy's writer, never loaded
 
 
+def test_pickled_array_in_polygraphy_json_refused(tmp_path):
+    import base64
+    import io
+    import json
+
+    marker = tmp_path / "pwned"
+    buf = io.BytesIO()
+    np.save(buf, _pickled_array(marker))  # an object array: numpy writes a pickle after the header
+    enc = {"polygraphy_class": "ndarray", "array": base64.b64encode(buf.getvalue()).decode()}
+    doc = {"lst": [["evil-runner", [{"outputs": {"StatefulPartitionedCall_1:0": enc}, "runtime": None,
+                                      "runner_name": "evil-runner", "polygraphy_class": "IterationResult"}]]],
+           "polygraphy_class": "RunResults"}
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    r = cli("diff", TFL / "small_cnn_float32.tflite", "--against", f)
+    assert_clean(r, str(f), "pickle")
+    assert not marker.exists()
+
+
 # -- determinism -------------------------------------------------------------------------------
 @pytest.mark.parametrize("model,scheme", [(TFL / "mobilenet_v2_tiny_int8.tflite", "tflite-reference"),
                                           (TFL / "attention_block_int8.tflite", "tflite-reference"),

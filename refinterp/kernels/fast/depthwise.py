@@ -11,6 +11,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...settings import kernel_threads
+from . import numba_threads
+
 
 @numba.njit(cache=True, parallel=True)
 def _dw2d(xp, w, out, sh, sw, dh, dw):  # pragma: no cover - compiled
@@ -43,5 +46,6 @@ def depthwise2d(xp: np.ndarray, wk: np.ndarray, strides, dilations, out_hw, cdt)
     xp = np.ascontiguousarray(xp, dtype=cdt)
     w = np.ascontiguousarray(wk.reshape(kh, kw, c, mg), dtype=cdt)
     out = np.zeros((xp.shape[0], out_hw[0], out_hw[1], c * mg), dtype=cdt)
-    _dw2d(xp, w, out, int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]))
+    with numba_threads(kernel_threads(out.size * kh * kw)):
+        _dw2d(xp, w, out, int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]))
     return out.reshape(out.shape[:-1] + (c, mg))

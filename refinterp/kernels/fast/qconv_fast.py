@@ -19,6 +19,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...settings import kernel_threads
+from . import numba_threads
+
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window, window_offsets
 from .requant import bias_array, overflow_mode, rq_arrays, run_fused
@@ -181,8 +184,9 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
                          fp.auto_pad, where=fp.name)
     oc = w.shape[-1]
     acc = np.empty((x.shape[0],) + win.out + (oc,), w.dtype)
-    _dw_acc(x, w, int(plan.zx), win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
-            win.pad_begin[0], win.pad_begin[1], mg, acc)
+    with numba_threads(kernel_threads(acc.size * w.shape[0] * w.shape[1])):
+        _dw_acc(x, w, int(plan.zx), win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                win.pad_begin[0], win.pad_begin[1], mg, acc)
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
     run_fused(acc.reshape(-1, oc), bias, arrs, overflow, plan.requant, out.reshape(-1, oc))
     return out

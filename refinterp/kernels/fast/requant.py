@@ -21,8 +21,6 @@ from ...quant.requant import Rounding
 
 _CODES = {Rounding.DOUBLE: 0, Rounding.UPWARD: 1, Rounding.SINGLE: 2, Rounding.FLOAT32_HALF_EVEN: 3,
           Rounding.FLOAT64_HALF_AWAY: 4}
-_I32_MIN = -(1 << 31)
-_I32_MAX = (1 << 31) - 1
 
 
 @numba.njit(cache=True, inline="always")

@@ -1,0 +1,99 @@
+"""Conv / DepthwiseConv / MatMul / Gemm of the documented (not runtime-verified) schemes:
+variants ``dpu`` (Vitis-AI DPU), ``glow_cpu``, ``glow_interp`` (Glow CPU backend / Interpreter)
+and ``tvm_qnn`` (TVM Relay QNN).  The exact accumulator (with zero points) and the int32 bias come
+from the ONNX Runtime plan (ort_gemm); only the epilogue differs:
+
+* dpu: power-of-two scales, zero points 0; y = DPU_ROUND((acc + b*2^shift_bias) * 2^-shift_cut)
+  (refinterp/quant/vitis.py conv_fix); per-tensor weights only.
+* glow_cpu: y = clip(transform(acc + bias, quantizeScaleOffset32To8(f32(xs*ws) / ys)) + zy):
+  truncating pre-shift, ~8-bit multiplier, half-up post-shift (refinterp/quant/glow.py).
+* glow_interp: y = clip(std::round(f32(f32(acc + bias) * f32(f32(xs*ws)/ys) + zy))).
+* tvm_qnn: y = clip(requantize(acc + bias, double(f32(xs*ws)) / double(ys)) + zy) with
+  ``impl`` upward (default) | tonearest | tflite (refinterp/quant/tvmqnn.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..quant import glow, tvmqnn, vitis
+from . import ort_gemm as _og
+from ._ort_common import ort_kernel
+from ._qtflite import where
+
+TVM_IMPLS = {"upward": "UPWARD", "tonearest": "TONEAREST", "tflite": "TFLITE"}
+
+
+def _prepare(node, ctx, kind: str, variant: str):
+    impl = (ctx.settings or {}).get("impl")
+    if variant == "tvm_qnn" and (impl or "upward") not in TVM_IMPLS:
+        raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
+    plan = _og._prepare(node, dataclasses.replace(ctx, settings={}), kind)
+    x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    ws = np.asarray(w.quant.scale, np.float32).ravel()
+    xs, ys = np.float32(x.quant.scale[0]), np.float32(y.quant.scale[0])
+    extra = {"variant": variant, "rounding": TVM_IMPLS[impl or "upward"]}
+    if variant == "dpu":
+        if ws.size > 1 or plan.zx or plan.zy or np.any(plan.zw):
+            raise UnsupportedOpError(f"{where(node)}: the DPU needs per-tensor weights and zero points 0")
+        try:
+            extra["fp"] = (vitis.fix_pos(xs), vitis.fix_pos(ws[0]), vitis.fix_pos(ys))
+        except ValueError as e:
+            raise UnsupportedOpError(f"{where(node)}: {e} (the DPU uses power-of-two scales)") from None
+    ratio = ((xs * ws).astype(np.float32) / ys).astype(np.float32)
+    if variant == "glow_cpu":
+        extra["params"] = [glow.scale_transform(float(r)) for r in ratio]
+    extra["ratio"] = ratio
+    extra["tvm_m"] = [float(np.float64(np.float32(xs * s)) / np.float64(ys)) for s in ws]
+    return plan, extra
+
+
+def _per_channel(acc, plan, fn, n) -> np.ndarray:
+    """Apply fn(acc_slice, channel index) per output channel (n = number of distinct params)."""
+    if n == 1:
+        return fn(acc, 0)
+    out = np.empty(acc.shape, np.int64)
+    a = np.moveaxis(acc, plan.chan_axis, 0)
+    o = np.moveaxis(out, plan.chan_axis, 0)
+    for c in range(a.shape[0]):
+        o[c] = fn(a[c], c)
+    return out
+
+
+def _finish(plans, acc) -> np.ndarray:
+    plan, ex = plans
+    acc = np.asarray(acc).astype(np.int64)
+    if plan.bias is not None:
+        view = [1] * acc.ndim
+        view[plan.chan_axis] = -1
+        acc = acc + (plan.bias.reshape(view) if plan.kind in ("Conv", "DepthwiseConv") else plan.bias)
+    v = ex["variant"]
+    if v == "dpu":
+        fi, fw, fo = ex["fp"]
+        y = vitis.conv_fix(acc, None, fi, fw, fi + fw, fo, None, plan.lo, plan.hi)
+    elif v == "glow_cpu":
+        y = _per_channel(acc, plan, lambda a, c: glow.transform(a, *ex["params"][c], plan.zy), len(ex["params"]))
+    elif v == "glow_interp":
+        y = _per_channel(acc, plan, lambda a, c: glow.interp_requant(a, ex["ratio"][c], plan.zy, plan.lo, plan.hi),
+                         ex["ratio"].size)
+    else:
+        y = _per_channel(acc, plan, lambda a, c: tvmqnn.requantize(a, ex["tvm_m"][c], ex["rounding"]) + plan.zy,
+                         len(ex["tvm_m"]))
+    return np.clip(y, plan.lo, plan.hi).astype(plan.dtype)
+
+
+def _register(variant: str) -> None:
+    def conv(plans, x, w, b=None):
+        return _finish(plans, _og._conv_acc(plans[0], x, w))
+
+    def mm(plans, a, b, c=None):
+        return _finish(plans, _og._mm_acc(plans[0], a, b))
+
+    for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
+        ort_kernel(kind, variant, lambda n, c, k=kind: _prepare(n, c, k, variant))(fn)
+
+
+for _v in ("dpu", "glow_cpu", "glow_interp", "tvm_qnn"):
+    _register(_v)
