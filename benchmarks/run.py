@@ -1,6 +1,7 @@
 """refinterp benchmarks: latency vs the real runtimes, first-run cost, peak memory.
 
     python benchmarks/run.py [--threads N] [--models small,mnv2_224,onnx_qdq] [--json OUT] [--no-cold]
+                             [--preview-fast] [--tf-python PYTHON]
 
 For each model x scheme: refinterp's median latency, the real runtime's (LiteRT
 BUILTIN_WITHOUT_DEFAULT_DELEGATES / BUILTIN_REF / default XNNPACK; ONNX Runtime CPU) measured in the
@@ -30,11 +31,10 @@ REPO = HERE.parent
 CACHE = HERE / ".cache"
 sys.path.insert(0, str(REPO))
 
+from _measure import EXACT, SIMULATES  # noqa: E402  (scheme -> runtime timed against / reproduced)
 from refinterp.settings import thread_env  # noqa: E402
 
 TFLITE_SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack"]
-# scheme -> the runtime it is timed against (ratio target <= 1.0 in issue 8; ORT <= 3.0)
-from _measure import EXACT, SIMULATES  # noqa: E402
 MNV2 = CACHE / "mobilenet_v2_224_int8.tflite"
 MODELS = {
     "small": ("tflite", REPO / "tests/fixtures/tflite/mobilenet_v2_tiny_int8.tflite"),

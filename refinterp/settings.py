@@ -32,6 +32,12 @@ def threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def fast_kernels() -> bool:
+    """``REFINTERP_FAST_KERNELS=0`` runs only the NumPy reference kernels (the fast ones are tested
+    ``array_equal`` against them; this switch exists to check that on whole models)."""
+    return os.environ.get("REFINTERP_FAST_KERNELS", "1").strip() not in ("0", "false", "no")
+
+
 def numba_cache_dir() -> str | None:
     v = os.environ.get("REFINTERP_NUMBA_CACHE_DIR", "").strip()
     return v or os.environ.get("NUMBA_CACHE_DIR") or None

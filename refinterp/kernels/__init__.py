@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     elementwise,
     hybrid_conv,
     hybrid_gemm,
+    hybrid_xnn,
     matmul,
     norm,
     opt_activation,

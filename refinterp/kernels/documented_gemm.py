@@ -50,18 +50,6 @@ def _prepare(node, ctx, kind: str, variant: str):
     return plan, extra
 
 
-def _per_channel(acc, plan, fn, n) -> np.ndarray:
-    """Apply fn(acc_slice, channel index) per output channel (n = number of distinct params)."""
-    if n == 1:
-        return fn(acc, 0)
-    out = np.empty(acc.shape, np.int64)
-    a = np.moveaxis(acc, plan.chan_axis, 0)
-    o = np.moveaxis(out, plan.chan_axis, 0)
-    for c in range(a.shape[0]):
-        o[c] = fn(a[c], c)
-    return out
-
-
 def _finish(plans, acc) -> np.ndarray:
     plan, ex = plans
     acc = np.asarray(acc).astype(np.int64)
@@ -70,17 +58,23 @@ def _finish(plans, acc) -> np.ndarray:
         view[plan.chan_axis] = -1
         acc = acc + (plan.bias.reshape(view) if plan.kind in ("Conv", "DepthwiseConv") else plan.bias)
     v = ex["variant"]
+    view = [1] * acc.ndim
+    view[plan.chan_axis] = -1
+
+    def chan(vals):  # per-tensor -> scalar, per-channel -> broadcast along the channel axis
+        a = np.asarray(vals)
+        return a.reshape(()) if a.size == 1 else a.reshape(view)
+
     if v == "dpu":
         fi, fw, fo = ex["fp"]
         y = vitis.conv_fix(acc, None, fi, fw, fi + fw, fo, None, plan.lo, plan.hi)
     elif v == "glow_cpu":
-        y = _per_channel(acc, plan, lambda a, c: glow.transform(a, *ex["params"][c], plan.zy), len(ex["params"]))
+        pre, post, mult = (chan([p[k] for p in ex["params"]]) for k in range(3))
+        y = glow.transform(acc, pre, post, mult, plan.zy)
     elif v == "glow_interp":
-        y = _per_channel(acc, plan, lambda a, c: glow.interp_requant(a, ex["ratio"][c], plan.zy, plan.lo, plan.hi),
-                         ex["ratio"].size)
+        y = glow.interp_requant(acc, chan(ex["ratio"]), plan.zy, plan.lo, plan.hi)
     else:
-        y = _per_channel(acc, plan, lambda a, c: tvmqnn.requantize(a, ex["tvm_m"][c], ex["rounding"]) + plan.zy,
-                         len(ex["tvm_m"]))
+        y = tvmqnn.requantize(acc, chan(ex["tvm_m"]), ex["rounding"]) + plan.zy
     return np.clip(y, plan.lo, plan.hi).astype(plan.dtype)
 
 

@@ -12,6 +12,7 @@ otherwise (``EvalHybridPerChannel``, also every grouped conv): asymmetric quanti
 
     REF (reference_ops::HybridConvPerChannel):  f32(f32(f32(acc) * sw[oc]) * s[b]) + bias[oc]
     OPT (optimized_ops, ruy + Eigen):           f32(acc) * f32(sw[oc] * s[b]) + bias[oc]
+                                                (grouped convs: the REF form)
 
 DEPTHWISE_CONV_2D (``depthwise_conv.cc EvalHybridPerChannel``, int8 filter, scales per output
 channel): asymmetric quantization per image, ``acc = sum w * (q - z[b])`` over in-bounds taps, then
@@ -69,7 +70,8 @@ def _prepare(node, ctx, depthwise: bool, variant: str) -> HybridConvPlan:
         # LiteRT takes the per-channel path when any scale differs or the conv is grouped
         grouped = int(node.attrs.get("group", 1) or 1) != 1
         per_channel = bool(np.any(sw != sw[0])) or grouped
-        order = "acc_w_s" if variant == REF else "acc_ws"
+        # the optimized resolver runs grouped hybrid convs on the reference kernel (conv.cc)
+        order = "acc_w_s" if variant == REF or grouped else "acc_ws"
     lo, hi = act_range(node)
     return HybridConvPlan(node.name, fplan, w.astype(np.float64), scales, per_channel,
                           float_bias(node, ctx, 2, n_out), order, lo, hi)

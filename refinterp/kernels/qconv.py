@@ -32,12 +32,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
+from ..settings import fast_kernels
 from ..quant.params import (Requant, accumulate_overflow, activation_range, channel_block_of,
                             effective_scale_double, per_channel_scales, rounding_of)
 from ..quant.requant import Rounding
 from . import conv as _fconv
 from . import conv_transpose as _ftconv
+from .fast.qconv_fast import fast_conv, fast_depthwise
+from .fast.requant import conv_finish
 from .registry import kernel
+
+_FAST = fast_kernels()
 
 VARIANT = "tflite_ref"
 
@@ -104,6 +109,10 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
 
 
 def finish(plan: QConvPlan, acc_f: np.ndarray) -> np.ndarray:
+    if _FAST:
+        y = conv_finish(plan, acc_f)
+        if y is not None:
+            return y
     acc = acc_f.astype(np.int64)
     if plan.bias is not None:
         acc = acc + plan.bias
@@ -128,12 +137,18 @@ def _prepare_dw(node, ctx, **kw):
 
 @kernel("Conv", VARIANT, prepare=_prepare_conv)
 def qconv(plan: QConvPlan, x, w, b=None):
+    y = fast_conv(plan, x) if _FAST else None
+    if y is not None:
+        return y
     xf = np.asarray(x).astype(np.float64) - plan.zx
     return finish(plan, _fconv._run(plan.fplan, xf, _weights(plan, w), None))
 
 
 @kernel("DepthwiseConv", VARIANT, prepare=_prepare_dw)
 def qdepthwise_conv(plan: QConvPlan, x, w, b=None):
+    y = fast_depthwise(plan, x) if _FAST else None
+    if y is not None:
+        return y
     xf = np.asarray(x).astype(np.float64) - plan.zx
     return finish(plan, _fconv._run(plan.fplan, xf, _weights(plan, w), None))
 

@@ -2,13 +2,16 @@
 NCHW, ceil_mode 0) and GlobalAveragePool (= adaptive_avg_pool2d to 1x1).  Torch keeps the input's
 quantization parameters on the output; other output parameters are accepted and used as written.
 
-Numeric contracts (torch 2.13.0; tests/conformance/test_torch_quant_pool.py):
+Numeric contracts (torch 2.13.0; tests/conformance/test_torch_quant_ops.py):
     acc = sum over the in-bounds window cells of (x - zx)    exact int32
     div = kernel area (count_include_pad) or in-bounds cell count
 * fbgemm AveragePool / GlobalAveragePool: m = f32(f32(xs / ys) / div);
   y = clamp(RNE(fma(acc, f32(1 / f32(1 / m)), zy)))   (quantize_val with scale 1/m: zero point in float)
-* qnnpack AveragePool: q8avgpool 24-bit fixed point of f32(xs / f32(ys * div)), ties away from zero.
-* qnnpack GlobalAveragePool: y = clamp(RNE(f32(acc * f32(1 / f32(1 / m)))) + zy)  (zero point after).
+* qnnpack AveragePool: QNNPACK's q8avgpool (24-bit fixed point, ties away) is kept as the
+  ``qnnpack`` kernel, but torch 2.13 runs NCHW avg_pool2d through the ATen kernel on the qnnpack
+  engine too, so qnnpack.yaml selects the fbgemm kernel for AveragePool.
+* qnnpack GlobalAveragePool (PyTorch QNNPACK global average pooling, fp32 requantization):
+  y = clamp(RNE(f32(acc * f32(xs / f32(ys * N)))) + zy)  (zero point after rounding).
 """
 from __future__ import annotations
 
@@ -91,6 +94,6 @@ def fbgemm_gap(p, x):
 @ort_kernel("GlobalAveragePool", "qnnpack", _gap_prepare)
 def qnnpack_gap(p, x):
     acc, n = _gap_acc(p, x)
-    m = F32(F32(F32(p["xs"]) / F32(p["ys"])) / F32(n))
-    v = (acc.astype(F32) * torchq.inv_scale(torchq.inv_scale(m))).astype(F32)
+    scale = F32(F32(p["xs"]) / F32(F32(p["ys"]) * F32(n)))
+    v = (acc.astype(F32) * scale).astype(F32)
     return np.clip(np.rint(v).astype(np.int64) + p["zy"], p["lo"], p["hi"]).astype(p["dtype"])

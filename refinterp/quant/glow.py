@@ -29,13 +29,14 @@ def scale_transform(scale: float) -> tuple[int, int, int]:
     return pre, post, int(math.floor(float(s) + 0.5))
 
 
-def transform(x, pre: int, post: int, mult: int, offset: int = 0) -> np.ndarray:
+def transform(x, pre, post, mult, offset: int = 0) -> np.ndarray:
     """((x >> pre) * M + 2^(post-1)) >> post + offset: truncating pre-shift, half-up post-shift
-    (the rounding term only when post > 0), in 32-bit ints (products fit for the int8 ranges)."""
+    (the rounding term only when post > 0).  pre / post / M may be per-channel arrays broadcasting
+    against x; int64 arithmetic (|x| < 2^31, M < 2^9: no overflow)."""
+    pre, post, mult = (np.asarray(v, np.int64) for v in (pre, post, mult))
     v = (np.asarray(x, np.int64) >> pre) * mult
-    if post > 0:
-        v = (v + (np.int64(1) << (post - 1))) >> post
-    return v + offset
+    half = np.where(post > 0, np.int64(1) << np.maximum(post - 1, 0), 0)
+    return ((v + half) >> post) + offset
 
 
 def round_half_away(v) -> np.ndarray:
@@ -46,5 +47,5 @@ def round_half_away(v) -> np.ndarray:
 
 def interp_requant(acc, scale, offset: int, lo: int, hi: int) -> np.ndarray:
     """Interpreter: clip(std::round(f32(f32(acc) * scale + offset))) (zero point added in float)."""
-    v = (np.asarray(acc).astype(np.float32) * np.float32(scale)).astype(np.float32) + np.float32(offset)
+    v = (np.asarray(acc).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float32) + np.float32(offset)
     return np.clip(round_half_away(v), lo, hi)

@@ -5,7 +5,9 @@ include/fbgemm/QuantUtils.h, include/fbgemm/OutputProcessing-inl.h, src/QuantUti
 pytorch/pytorch aten/src/ATen/native/quantized/cpu/{qconv.cpp, qlinear.cpp, qadd.cpp, qmul.cpp,
 qpool.cpp, qhardswish.cpp, qsigmoid.cpp, kernels/QuantizedOpKernels.cpp, AffineQuantizerBase.cpp},
 aten/src/ATen/native/quantized/cpu/qnnpack/src/{requantization, q8vadd, q8avgpool}.
-Every formula below was checked against torch 2.13.0 (tests/conformance/test_torch_quant_*.py).
+Every formula below was checked against torch 2.13.0 (tests/conformance/test_torch_quant_*.py),
+except ``qnnpack_avgpool*`` (original QNNPACK q8avgpool; torch 2.13 runs NCHW avg_pool2d through
+the ATen kernel on every engine, so it is not exercised by the verified schemes).
 
 Conventions: ``acc`` int64 arrays holding int32 values; scales float32; results int64 already
 clamped to [lo, hi] (the caller casts to the storage dtype).

@@ -27,15 +27,19 @@ def multiplier_shift(m: float) -> tuple[int, int]:
     return mi, exp
 
 
-def requantize(x, m: float, rounding: str = "UPWARD") -> np.ndarray:
-    """int64 requantize of x (= q_in - zp_in): left shift max(exp, 0), multiply by M, right shift
-    31 + max(-exp, 0) with UPWARD (ties toward +inf, the default), TONEAREST (ties away from zero)
-    or TFLITE (gemmlowp SRDHM + rounding divide by 2^r: double rounding).  Output zp not added."""
+def requantize(x, m, rounding: str = "UPWARD") -> np.ndarray:
+    """int64 requantize of x (= q_in - zp_in, |x| < 2^31): left shift max(exp, 0), multiply by M,
+    right shift 31 + max(-exp, 0) with UPWARD (ties toward +inf, the default), TONEAREST (ties away
+    from zero) or TFLITE (gemmlowp SRDHM + rounding divide by 2^r: double rounding).  ``m`` is a
+    float or a per-channel sequence broadcasting against x.  Output zero point not added."""
     if rounding not in ROUNDINGS:
         raise ValueError(f"TVM rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
-    mi, exp = multiplier_shift(m)
-    x = np.asarray(x, np.int64) << max(exp, 0)
-    right = max(-exp, 0)
+    pairs = [multiplier_shift(float(v)) for v in np.ravel(m)]
+    shape = np.shape(m)
+    mi = np.array([p[0] for p in pairs], np.int64).reshape(shape)
+    exp = np.array([p[1] for p in pairs], np.int64).reshape(shape)
+    x = np.asarray(x, np.int64) << np.maximum(exp, 0)
+    right = np.maximum(-exp, 0)
     if rounding == "TFLITE":
         return rdbp(srdhm(x, mi), right)
     p = x * mi

@@ -65,10 +65,10 @@ def fc_case(rng, i, *, k=13, o=7, batch=3, per_channel=False, asym=False, bias=T
 
 
 def conv_case(rng, i, *, cin=3, cout=8, k=(3, 3), hw=(7, 6), batch=2, stride=(1, 1), dil=(1, 1), pad="SAME",
-              act="NONE", per_channel=True, dist="normal") -> Case:
+              act="NONE", per_channel=True, dist="normal", groups=1) -> Case:
     b = TFLiteBuilder()
     x = b.tensor("x", (batch,) + hw + (cin,), "float32")
-    w, wq = _w(rng, (cout, k[0], k[1], cin), cout, 0, per_channel)
+    w, wq = _w(rng, (cout, k[0], k[1], cin // groups), cout, 0, per_channel)
     bt = b.const("bias", (rng.standard_normal(cout) * 0.5).astype(np.float32))
     ext = [(k[j] - 1) * dil[j] + 1 for j in range(2)]
     oh = [-(-hw[j] // stride[j]) if pad == "SAME" else (hw[j] - ext[j] + stride[j]) // stride[j] for j in range(2)]
@@ -76,7 +76,7 @@ def conv_case(rng, i, *, cin=3, cout=8, k=(3, 3), hw=(7, 6), batch=2, stride=(1,
     b.op("CONV_2D", [x, b.const("w", w, **wq), bt], [y],
          options=dict(padding=pad, stride_h=stride[0], stride_w=stride[1], dilation_h_factor=dil[0],
                       dilation_w_factor=dil[1], fused_activation=act), version=2)
-    return Case(f"conv{i}-c{cin}->{cout}-k{k[0]}x{k[1]}-s{stride[0]}-d{dil[0]}-{pad}-{act}-"
+    return Case(f"conv{i}-c{cin}->{cout}-g{groups}-k{k[0]}x{k[1]}-s{stride[0]}-d{dil[0]}-{pad}-{act}-"
                 f"{'pc' if per_channel else 'pt'}-{dist}", "CONV_2D", b.build([x], [y]),
                 {"x": _x(rng, (batch,) + hw + (cin,), dist, False)})
 

@@ -6,7 +6,8 @@ several scales -> asymmetric ``EvalHybridPerChannel``), DEPTHWISE_CONV_2D (chann
 the 4-wide vector blocks, depth multipliers) and BATCH_MATMUL (adj_x / adj_y, symmetric /
 asymmetric, per-tensor / per-channel) models, with input distributions that hit the run-time input
 quantizer's corners (tests/conformance/_hybrid_cases.py), are compared with LiteRT BUILTIN_REF and
-BUILTIN_WITHOUT_DEFAULT_DELEGATES: every tensor, bit for bit (float32 bit patterns, not ``==``).
+BUILTIN_WITHOUT_DEFAULT_DELEGATES, and with BUILTIN (XNNPACK delegate, QD8 kernels): every tensor,
+bit for bit (float32 bit patterns, not ``==``).
 The converter fixture's hybrid nodes are compared node by node on LiteRT's own input tensors.
 """
 from __future__ import annotations
@@ -26,7 +27,14 @@ from tests.conformance import _hybrid_cases as hc  # noqa: E402
 from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tflite"
-SCHEMES = {"ref": "tflite-reference", "opt": "tflite-optimized"}
+SCHEMES = {"ref": "tflite-reference", "opt": "tflite-optimized", "xnnpack": "tflite-xnnpack"}
+# the kernel variant each resolver's scheme must pick for a hybrid node (XNNPACK has no dynamic-range
+# depthwise conv: DEPTHWISE_CONV_2D stays on the built-in optimized hybrid kernel)
+WANT = {("ref", g): "tflite_hybrid_ref" for g in ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL")}
+WANT.update({("opt", g): "tflite_hybrid_opt" for g in ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D",
+                                                       "BATCH_MATMUL")})
+WANT.update({("xnnpack", g): "xnn_hybrid" for g in ("FULLY_CONNECTED", "CONV_2D", "BATCH_MATMUL")})
+WANT[("xnnpack", "DEPTHWISE_CONV_2D")] = "tflite_hybrid_opt"
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
@@ -54,6 +62,10 @@ def _conv_cases():
                 i += 1
                 out.append(hc.conv_case(rng, i, k=k, stride=s, dil=d, pad=pad, cout=co, per_channel=pc,
                                         dist=dist, act=ACTS[i % 3]))
+    for pc in (False, True):  # grouped: LiteRT's per-channel path, reference kernel in both resolvers
+        for k in ((3, 3), (1, 1)):
+            i += 1
+            out.append(hc.conv_case(rng, i, cin=4, cout=6, groups=2, k=k, per_channel=pc, dist="normal"))
     return out
 
 
@@ -135,7 +147,7 @@ def test_single_op_bit_exact(group, backend):
     print(f"\n{group} vs LiteRT {backend}: {len(cases)} cases, {elements} elements, "
           f"{len(failures)} failing tensors")
     assert not failures, " || ".join(failures[:5])
-    assert variants == {f"tflite_hybrid_{backend}"}, variants
+    assert variants == {WANT[backend, group]}, variants
     assert elements > 0
 
 
@@ -143,7 +155,7 @@ def test_scheme_selection():
     """Hybrid nodes take the hybrid variant in the tflite-* schemes; float nodes keep ``float``."""
     g = refinterp.load(FIXTURES / "small_cnn_dynamic_range.tflite")
     for scheme, want in (("tflite-reference", "tflite_hybrid_ref"), ("tflite-optimized", "tflite_hybrid_opt"),
-                         ("tflite-xnnpack", "tflite_hybrid_opt")):
+                         ("tflite-xnnpack", "xnn_hybrid")):
         sc = load_scheme(scheme)
         got = {n.name: sc.for_node(n, g).variants[0] for n in g.nodes}
         hybrid = [n.name for n in g.nodes if n.op in ("Conv", "DepthwiseConv", "FullyConnected")
@@ -171,7 +183,7 @@ def test_converter_fixture_nodes(backend):
     checked = 0
     for i, n in enumerate(g.nodes):
         st = sess.step_of(i)
-        if not st.kernel.variant.startswith("tflite_hybrid"):
+        if "hybrid" not in st.kernel.variant:
             continue
         ins = [oracle[t] if t and g.tensors[t].const is None else None for t in n.inputs]
         ours = sess.run_node(i, ins)[0]
