@@ -148,41 +148,9 @@ def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
             "outputs": [np.asarray(o) for o in s.run(None, feeds)], "invoke": lambda: s.run(None, feeds)}
 
 
-def preview_fast_wiring() -> None:
-    """Route the TFLite integer Conv / DepthwiseConv / Add / Sub kernels through
-    refinterp/kernels/fast/ (what qconv.py / qelementwise.py will do once the lead wires them in;
-    falls back per call when a case is not covered).  Benchmark-only: rebinds registry entries in
-    this child process, never in the package."""
-    import dataclasses
-
-    from refinterp.kernels import registry
-    from refinterp.kernels.fast.qadd import fast_add_sub
-    from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
-
-    reg = registry._REGISTRY
-    for (op, v), k in list(reg.items()):
-        if op in ("Conv", "DepthwiseConv") and v in ("tflite_ref", "tflite_opt", "xnn"):
-            fast = fast_conv if op == "Conv" else fast_depthwise
-
-            def run(plan, x, w, b=None, _orig=k.run, _fast=fast):
-                y = _fast(plan, x)
-                return _orig(plan, x, w, b) if y is None else y
-
-            reg[(op, v)] = dataclasses.replace(k, run=run)
-        elif op in ("Add", "Sub") and v == "tflite_ref":
-            def run2(plan, a, b, _orig=k.run):
-                y = fast_add_sub(plan, a, b) if isinstance(plan, dict) and "pot" in plan else None
-                return _orig(plan, a, b) if y is None else y
-
-            reg[(op, v)] = dataclasses.replace(k, run=run2)
-
-
 def main(spec: dict) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import refinterp
-
-    if spec.get("preview_fast"):
-        preview_fast_wiring()
 
     threads = int(os.environ.get("REFINTERP_THREADS", "1"))
     reps = spec.get("reps") or {"min_reps": 3, "max_reps": 30, "budget_s": 3.0}

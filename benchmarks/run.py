@@ -1,7 +1,7 @@
 """refinterp benchmarks: latency vs the real runtimes, first-run cost, peak memory.
 
     python benchmarks/run.py [--threads N] [--models small,mnv2_224,onnx_qdq] [--json OUT] [--no-cold]
-                             [--preview-fast] [--tf-python PYTHON]
+                             [--numpy-kernels] [--tf-python PYTHON]
 
 For each model x scheme: refinterp's median latency, the real runtime's (LiteRT
 BUILTIN_WITHOUT_DEFAULT_DELEGATES / BUILTIN_REF / default XNNPACK; ONNX Runtime CPU) measured in the
@@ -139,15 +139,16 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="threads for refinterp (BLAS + Numba), LiteRT and ONNX Runtime alike (default 1: "
                          "on a shared, loaded machine extra threads measure oversubscription)")
-    ap.add_argument("--preview-fast", action="store_true",
-                    help="route int8 Conv/DepthwiseConv through refinterp/kernels/fast/qconv_fast.py "
-                         "(not yet wired into qconv.py; see benchmarks/README.md)")
+    ap.add_argument("--numpy-kernels", action="store_true",
+                    help="measure the NumPy reference path only (REFINTERP_FAST_KERNELS=0), without the "
+                         "Numba fast kernels")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--tf-python", help="a Python with tensorflow, to generate the MobileNetV2-224 model")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-Numba-cache CLI measurement")
     args = ap.parse_args(argv)
-    env = {**os.environ, **thread_env(args.threads), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **thread_env(args.threads), "PYTHONPATH": str(REPO),
+           "REFINTERP_FAST_KERNELS": "0" if args.numpy_kernels else "1"}
     t_start = time.perf_counter()
     results: dict = {}
     for m in [s.strip() for s in args.models.split(",") if s.strip()]:
@@ -158,10 +159,9 @@ def main(argv=None) -> int:
             continue
         print(f"measuring {m} ...", file=sys.stderr, flush=True)
         if kind == "tflite":
-            res = child({"path": str(path), "schemes": TFLITE_SCHEMES, "preview_fast": args.preview_fast,
+            res = child({"path": str(path), "schemes": TFLITE_SCHEMES,
                          "runtimes": ["litert-opt", "litert-xnnpack"]}, env)
             ref = child({"path": str(path), "runtimes": ["litert-ref"], "check_schemes": ["tflite-reference"],
-                         "preview_fast": args.preview_fast,
                          "reps": {"min_reps": 3, "max_reps": 10, "budget_s": 2.0}}, env)
             if "runtimes" in res:
                 res["runtimes"]["litert-ref"] = ref.get("runtimes", {}).get("litert-ref", ref)
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
             shutil.rmtree(d, ignore_errors=True)
     import platform
 
-    print(f"\npreview-fast={args.preview_fast}  threads={args.threads}  python {platform.python_version()}  "
+    print(f"\nnumpy-kernels={args.numpy_kernels}  threads={args.threads}  python {platform.python_version()}  "
           f"machine {platform.machine()}  cpus={os.cpu_count()}  load avg {os.getloadavg()[0]:.1f}")
     print(table(results))
     print(f"\n`refinterp run` small model (tflite-reference): warm Numba cache {cli['warm_s']:.2f} s"
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     print(profile_lines(results))
     print(f"\nbenchmark wall time {time.perf_counter() - t_start:.0f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"threads": args.threads, "preview_fast": args.preview_fast,
+        Path(args.json).write_text(json.dumps({"threads": args.threads, "numpy_kernels": args.numpy_kernels,
                                                "results": results, "cli": cli},
                                               indent=1))
     return 0

@@ -69,6 +69,9 @@ def _prepare(node, ctx, depthwise: bool, variant: str) -> HybridConvPlan:
     else:
         # LiteRT takes the per-channel path when any scale differs or the conv is grouped
         grouped = int(node.attrs.get("group", 1) or 1) != 1
+        if grouped and sw.size != n_out:  # conv.cc Prepare: TF_LITE_ENSURE_EQ(scale->size, dims[qdim])
+            raise ModelError(f"node '{node.name}' (Conv): a grouped dynamic-range conv needs one filter "
+                             f"scale per output channel ({sw.size} for {n_out}); LiteRT refuses it too")
         per_channel = bool(np.any(sw != sw[0])) or grouped
         # the optimized resolver runs grouped hybrid convs on the reference kernel (conv.cc)
         order = "acc_w_s" if variant == REF or grouped else "acc_ws"

@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("ai_edge_litert")
 
 import refinterp  # noqa: E402
+from refinterp.errors import RefinterpError  # noqa: E402
 from refinterp.schemes.loader import load_scheme  # noqa: E402
 from tests.conformance import _hybrid_cases as hc  # noqa: E402
 from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
@@ -62,10 +63,9 @@ def _conv_cases():
                 i += 1
                 out.append(hc.conv_case(rng, i, k=k, stride=s, dil=d, pad=pad, cout=co, per_channel=pc,
                                         dist=dist, act=ACTS[i % 3]))
-    for pc in (False, True):  # grouped: LiteRT's per-channel path, reference kernel in both resolvers
-        for k in ((3, 3), (1, 1)):
-            i += 1
-            out.append(hc.conv_case(rng, i, cin=4, cout=6, groups=2, k=k, per_channel=pc, dist="normal"))
+    for k in ((3, 3), (1, 1)):  # grouped: LiteRT's per-channel path, reference kernel in both resolvers
+        i += 1
+        out.append(hc.conv_case(rng, i, cin=4, cout=6, groups=2, k=k, per_channel=True, dist="normal"))
     return out
 
 
@@ -192,3 +192,15 @@ def test_converter_fixture_nodes(backend):
             f"{n.name}: {np.count_nonzero(_bits(ours) != _bits(want))}/{want.size} differ"
         checked += 1
     assert checked == 3
+
+
+def test_grouped_conv_with_one_scale_is_refused_like_litert():
+    """LiteRT's Prepare requires per-channel scales for a grouped hybrid conv; refinterp refuses it too."""
+    case = hc.conv_case(np.random.default_rng(15), 0, cin=4, cout=6, groups=2, per_channel=False)
+    res = run_batch([(case.model, case.feeds)], "ref")[0]
+    assert isinstance(res, Aborted) and "scale->size" in res.message
+    with tempfile.TemporaryDirectory(prefix="hybrid_") as tmp:
+        p = Path(tmp) / "g.tflite"
+        p.write_bytes(case.model)
+        with pytest.raises(RefinterpError, match="grouped dynamic-range conv"):
+            refinterp.Session(refinterp.load(p), "tflite-reference")
