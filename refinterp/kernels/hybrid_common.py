@@ -34,9 +34,11 @@ def clamp(y: np.ndarray, lo: np.float32, hi: np.float32) -> np.ndarray:
 def filter_of(node, ctx, i: int = 1) -> tuple[np.ndarray, np.ndarray, bool]:
     """(int8 filter, float32 scales, per_channel) of the constant quantized input ``i``."""
     t = ctx.inputs[i] if i < len(ctx.inputs) else None
-    if t is None or t.const is None or t.quant is None or t.dtype != "int8":
-        raise ModelError(f"node '{node.name}' ({node.op}): hybrid kernels need a constant int8 "
-                         f"filter with quantization parameters")
+    if t is None or t.const is None or t.quant is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): hybrid kernels need a constant quantized filter")
+    if t.dtype != "int8":  # LiteRT also has uint8 (legacy) and int4 / int2 hybrid paths
+        raise UnsupportedOpError(f"node '{node.name}' ({node.op}): dynamic-range kernels with a {t.dtype} "
+                                 f"filter are not supported (int8 only)")
     scales = np.asarray(t.quant.scale, F32).reshape(-1)
     return np.asarray(t.const, np.int8), scales, scales.size > 1
 

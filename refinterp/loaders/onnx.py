@@ -31,6 +31,7 @@ def load_onnx(path: Path) -> Graph:
     path = Path(path)
     where = str(path)
     try:
+        check_alloc(path.stat().st_size, 1, "model file", where)
         data = path.read_bytes()
     except IsADirectoryError:
         raise ModelError("is a folder, not a model file", where) from None

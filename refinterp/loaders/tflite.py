@@ -28,7 +28,7 @@ from tflite.utils import BUILTIN_OPCODE2NAME
 
 from ..errors import ModelError, RefinterpError, ResourceError
 from ..ir import Graph, Node, QuantParams, TensorInfo
-from ..limits import ABSURD_BYTES, check_shape, element_count
+from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
 from .tflite_ops import OpContext, convert, decode_options
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
@@ -46,6 +46,7 @@ def load_tflite(path: Path) -> Graph:
     path = Path(path)
     where = str(path)
     try:
+        check_alloc(path.stat().st_size, 1, "model file", where)
         data = path.read_bytes()
     except OSError as e:
         raise ModelError(f"cannot read ({e.strerror or e})", where) from None

@@ -6,8 +6,10 @@ from typing import Callable
 
 from ..ir import Graph
 from .qdq import fuse_qdq, fuse_qdq_x86
+from .torchq import fuse_qdq_torch
 
-PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x86": fuse_qdq_x86}
+PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x86": fuse_qdq_x86,
+                                              "fuse_qdq_torch": fuse_qdq_torch}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

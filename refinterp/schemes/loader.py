@@ -152,6 +152,15 @@ def _is_hybrid_node(node, graph) -> bool:
     return any(t.quant is not None and t.dtype.startswith(("int", "uint")) for t in consts)
 
 
+def _take_hybrid(settings: dict[str, Any], hybrid_node: bool) -> bool:
+    """Pop ``hybrid`` from ``settings``; merge it in for a dynamic-range node.  True if merged."""
+    hybrid = settings.pop("hybrid", None)
+    if hybrid and hybrid_node:
+        _merge_settings(settings, hybrid)
+        return True
+    return False
+
+
 @dataclass
 class NodeChoice:
     variants: list[str]
@@ -185,23 +194,24 @@ class Scheme:
 
         Precedence (later wins): scheme defaults < ``ops.<node.op>`` < every ``nodes:`` glob
         matching the node name, in file order < a ``nodes:`` key equal to the node name.
-        A dynamic-range node (float activations, constant quantized weights) first merges the
-        op's ``hybrid:`` settings and keeps their variant order.  ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
+        A dynamic-range node (float activations, constant quantized weights) merges each level's
+        ``hybrid:`` settings right after that level and keeps the resulting variant order.
+        ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
         quantizes the outputs).  Otherwise, in a scheme with integer variants, the ``float``
         variant is never chosen for a node with quantized integer outputs (it would silently
         change the arithmetic); such a node needs an integer kernel.
         """
+        hybrid_node = _is_hybrid_node(node, graph)
         settings = self.op_settings(node.op)
+        is_hybrid = _take_hybrid(settings, hybrid_node)
         nodes = self.data.get("nodes") or {}
         for pattern, over in nodes.items():
             if pattern != node.name and fnmatch.fnmatchcase(node.name, pattern):
                 _merge_settings(settings, over)
+                is_hybrid |= _take_hybrid(settings, hybrid_node)
         if node.name in nodes:
             _merge_settings(settings, nodes[node.name])
-        hybrid = settings.pop("hybrid", None)
-        is_hybrid = bool(hybrid) and _is_hybrid_node(node, graph)
-        if is_hybrid:
-            _merge_settings(settings, hybrid)
+            is_hybrid |= _take_hybrid(settings, hybrid_node)
         variants = list(settings.pop("variants", None) or self.variants)
         if settings.get("compute") == "float":
             variants = ["float"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import refinterp

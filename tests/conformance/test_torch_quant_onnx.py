@@ -95,3 +95,31 @@ def test_reduce_range_qparams_match_torch_observer(reduce_range):
         assert F32(s.item()) == ms and int(z.item()) == mz
         if reduce_range:
             assert torch.quantize_per_tensor(torch.from_numpy(x), float(ms), mz, torch.quint8).int_repr().max() <= 127
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("op", ["HardSwish", "Elu"])
+def test_qdq_hardswish_elu_units(tmp_path, engine, op):
+    """uint8 DQ -> HardSwish | Elu -> Q, fused by fuse_qdq_torch into torch's quantized op."""
+    torch.backends.quantized.engine = engine
+    rng = np.random.default_rng(70)
+    diff = total = 0
+    for i in range(12):
+        xs, zx = F32(rng.uniform(0.01, 0.06)), int(rng.integers(0, 256))
+        ratio = (0.5, 1.0, 2.0, None)[i % 4]
+        ys = F32(xs * ratio) if ratio else F32(rng.uniform(0.01, 0.06))
+        zy = int(rng.integers(0, 128)) * 2 + i % 2
+        q = np.arange(256, dtype=np.uint8).reshape(1, 4, 8, 8)
+        X = qtensor(torch, q, xs, zx)
+        ref = (qF.hardswish(X, float(ys), zy) if op == "HardSwish" else qF.elu(X, float(ys), zy, 1.0)).int_repr().numpy()
+        inits = {"xs": xs, "xz": np.uint8(zx), "ys": ys, "yz": np.uint8(zy)}
+        nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]),
+                 helper.make_node(op, ["d"], ["h"]),
+                 helper.make_node("QuantizeLinear", ["h", "ys", "yz"], ["y"])]
+        _save(tmp_path / "m.onnx", nodes, inits, [1, 4, 8, 8], [1, 4, 8, 8])
+        sess = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), scheme=SCHEME[engine])
+        assert [s.node.op for s in sess.steps] == [op]  # one fused quantized node
+        got = sess.run({"x": q})["y"]
+        diff += int((got != ref).sum())
+        total += ref.size
+    assert diff == 0, f"{diff} of {total} elements differ"

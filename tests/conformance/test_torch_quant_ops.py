@@ -106,17 +106,20 @@ def _avgpool(op, rng, i, engine):
 
 def _quantize(op, rng, i, engine):
     s = F32(rng.uniform(0.005, 0.1))
-    z = int(rng.integers(0, 128)) * 2 + i % 2
+    signed = i % 4 == 3  # qint8 / int8 zero point
+    z = int(rng.integers(0, 128)) * 2 + i % 2 - (128 if signed else 0)
+    dt, tdt = ("int8", torch.qint8) if signed else ("uint8", torch.quint8)
     x = (rng.integers(-600, 600, SHAPE) * s * 0.5).astype(F32)  # every other value an exact tie
     x.reshape(-1)[:16] = (rng.standard_normal(16) * 50).astype(F32)  # saturation
-    qt = torch.quantize_per_tensor(torch.from_numpy(x), float(s), z, torch.quint8)
+    qt = torch.quantize_per_tensor(torch.from_numpy(x), float(s), z, tdt)
+    zc = np.asarray(z, dt)
     g = one_node("QuantizeLinear", [tinfo("x", SHAPE, "float32"), tinfo("s", None, "float32", None, np.asarray(s)),
-                                    tinfo("z", None, "uint8", None, np.asarray(z, np.uint8))],
-                 tinfo("y", SHAPE, "uint8"))
+                                    tinfo("z", None, dt, None, zc)],
+                 tinfo("y", SHAPE, dt))
     d1, n1 = _count(run(g, SCHEME[engine], {"x": x}), qt.int_repr().numpy())
     q = qt.int_repr().numpy()
-    g = one_node("DequantizeLinear", [tinfo("q", SHAPE, "uint8"), tinfo("s", None, "float32", None, np.asarray(s)),
-                                      tinfo("z", None, "uint8", None, np.asarray(z, np.uint8))],
+    g = one_node("DequantizeLinear", [tinfo("q", SHAPE, dt), tinfo("s", None, "float32", None, np.asarray(s)),
+                                      tinfo("z", None, dt, None, zc)],
                  tinfo("y", SHAPE, "float32"))
     got = run(g, SCHEME[engine], {"q": q}).view(np.uint32)
     d2, n2 = _count(got, qt.dequantize().numpy().view(np.uint32))

@@ -207,3 +207,23 @@ def test_cmsis_nn_runs_tflite_model():
     ref = refinterp.Session(graph, scheme="tflite-micro").run(feeds)
     for k in out:  # the default CMSIS-NN build has TFLM's arithmetic
         assert np.array_equal(out[k], ref[k])
+
+
+def test_fbgemm_avx2_pair_saturation_example():
+    """pytorch#44939: 211*71 + 171*107 = 33278 > 32767 -> the vpmaddubsw pair saturates."""
+    from refinterp.ir import Graph, Node, QuantParams, TensorInfo
+
+    def qp(s, z):
+        return QuantParams(np.asarray([s], np.float32), np.asarray([z], np.int64))
+
+    w = np.array([[71, 107]], np.int8)
+    t = {"x": TensorInfo("x", (1, 2), "uint8", qp(1.0, 0)),
+         "w": TensorInfo("w", (1, 2), "int8", qp(1 / 256, 0), w),
+         "y": TensorInfo("y", (1, 1), "uint8", qp(1.0, 0))}
+    g = Graph("g", "onnx", t, [Node("fc", "Gemm", ["x", "w"], ["y"], {"transB": 1}, source_op="QDQ:Gemm")],
+              ["x"], ["y"])
+    x = np.array([[211, 171]], np.uint8)
+    exact = refinterp.Session(g, scheme="fbgemm").run({"x": x})["y"]
+    sat = refinterp.Session(g, scheme="fbgemm-avx2").run({"x": x})["y"]
+    assert int(exact[0, 0]) == 130   # RNE(33278 / 256 = 129.99)
+    assert int(sat[0, 0]) == 128     # RNE(32767 / 256 = 127.996)

@@ -61,3 +61,42 @@ def test_fma_f32_single_rounding():
     assert fma_f32(a, b, c)[0] == F32(1 + 2.0 ** -23)
     assert F32(a[0].astype(np.float64) * b[0].astype(np.float64) + c[0].astype(np.float64)) == F32(1 + 2.0 ** -22)
     assert fma_f32(F32(3), F32(0.5), F32(0.25))[()] == F32(1.75)
+
+
+def test_scheme_hybrid_key_is_validated_and_selects(tmp_path):
+    import pytest
+
+    import refinterp
+    from refinterp.errors import SchemeError
+    from refinterp.schemes.loader import load_scheme
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nextends: tflite-reference\nops:\n  FullyConnected: {hybrid: {rounding: x}}\n")
+    with pytest.raises(SchemeError, match="ops.FullyConnected.hybrid.rounding"):
+        load_scheme(str(bad))
+    # a node override with compute: float wins over the op's hybrid variants
+    over = tmp_path / "over.yaml"
+    over.write_text("name: over\nextends: tflite-reference\nnodes:\n  '*fc1*': {compute: float}\n")
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
+    g = refinterp.load(fixture)
+    sc = load_scheme(str(over))
+    picks = {n.name: sc.for_node(n, g).variants for n in g.nodes if n.op in ("Conv", "FullyConnected")}
+    assert [v for k, v in picks.items() if "fc1" in k] == [["float"]]
+    assert sum(v == ["tflite_hybrid_ref"] for v in picks.values()) == 2
+
+
+def test_node_variants_override_beats_op_hybrid(tmp_path):
+    from pathlib import Path
+
+    import refinterp
+    from refinterp.schemes.loader import load_scheme
+
+    over = tmp_path / "over.yaml"
+    over.write_text("name: over\nextends: tflite-reference\nnodes:\n  '*conv2*': {variants: [float]}\n")
+    g = refinterp.load(Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite")
+    sc = load_scheme(str(over))
+    picks = {n.name: sc.for_node(n, g).variants for n in g.nodes if n.op == "Conv"}
+    assert [v for k, v in picks.items() if "conv2" in k] == [["float"]]
+    assert [v for k, v in picks.items() if "pw3" in k] == [["tflite_hybrid_ref"]]

@@ -206,6 +206,16 @@ def test_max_memory_option_and_env(tmp_path):
     assert_clean(cli("--max-memory", "lots", "run", p), "--max-memory", "cannot parse")
 
 
+def test_model_file_over_budget_is_not_read(tmp_path):
+    p = _relu_model(tmp_path / "m.tflite", [1, 4], "float32")
+    limits.set_max_memory(64)
+    try:
+        with pytest.raises(ResourceError, match="model file"):
+            refinterp.load(p)
+    finally:
+        limits.set_max_memory(None)
+
+
 def test_check_alloc_before_allocating():
     limits.set_max_memory("1M")
     try:
