@@ -109,6 +109,7 @@ def bmm_case(rng, i, *, lead=(2,), m=3, k=13, n=5, adj_x=False, adj_y=False, asy
     av = _x(rng, lead + (m, k), dist, True)  # rows over the contraction axis
     b.op("BATCH_MATMUL", [a, b.const("w", w, **wq)], [y],
          options=dict(adj_x=adj_x, adj_y=adj_y, asymmetric_quantize_inputs=asym), version=1)
-    return Case(f"bmm{i}-{lead}x{m}x{k}x{n}-r{len(rhs_lead) + 2}-ax{int(adj_x)}-ay{int(adj_y)}-{'asym' if asym else 'sym'}-"
+    return Case(f"bmm{i}-{lead}x{m}x{k}x{n}-r{len(rhs_lead) + 2}-ax{int(adj_x)}-ay{int(adj_y)}-"
+                f"{'asym' if asym else 'sym'}-"
                 f"{'pc' if per_channel else 'pt'}-{dist}", "BATCH_MATMUL", b.build([a], [y]),
                 {"a": np.ascontiguousarray(np.swapaxes(av, -1, -2)) if adj_x else av})

@@ -95,7 +95,8 @@ def test_node_variants_override_beats_op_hybrid(tmp_path):
 
     over = tmp_path / "over.yaml"
     over.write_text("name: over\nextends: tflite-reference\nnodes:\n  '*conv2*': {variants: [float]}\n")
-    g = refinterp.load(Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite")
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
+    g = refinterp.load(fixture)
     sc = load_scheme(str(over))
     picks = {n.name: sc.for_node(n, g).variants for n in g.nodes if n.op == "Conv"}
     assert [v for k, v in picks.items() if "conv2" in k] == [["float"]]
