@@ -24,7 +24,11 @@ from ..errors import ModelError
 from ..quant.params import (Requant, accumulate_overflow, activation_range, effective_scale_double,
                             effective_scale_f32_product, per_channel_scales, qrange, rounding_of)
 from ..quant.requant import Rounding
+from ..settings import fast_kernels
+from .fast.qmatmul_fast import fast_bmm, fast_fc
 from .registry import kernel
+
+_FAST = fast_kernels()
 
 VARIANT = "tflite_ref"
 
@@ -103,6 +107,9 @@ def _prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
 
 @kernel("FullyConnected", VARIANT, prepare=_prepare_fc)
 def qfully_connected(plan: QFCPlan, x, w, b=None):
+    y = fast_fc(plan, x) if _FAST else None
+    if y is not None:
+        return y
     wf = plan.w if plan.w is not None else np.asarray(w).astype(np.float64) - plan.zw
     n_in = wf.shape[1]
     x = np.asarray(x)
@@ -150,6 +157,9 @@ def _prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
 
 @kernel("BatchMatMul", VARIANT, prepare=_prepare_bmm)
 def qbatch_matmul(plan: QBMMPlan, a, b):
+    y = fast_bmm(plan, a, b) if _FAST else None
+    if y is not None:
+        return y
     af = np.asarray(a).astype(np.float64) - plan.za
     bf = np.asarray(b).astype(np.float64) - plan.zb
     if plan.adj_x:

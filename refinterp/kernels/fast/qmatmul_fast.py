@@ -1,0 +1,112 @@
+"""Fast TFLite integer FullyConnected / BatchMatMul (``qmatmul.QFCPlan`` / ``QBMMPlan``), bit-exact.
+
+``fast_fc(plan, x)`` / ``fast_bmm(plan, a, b)`` return the same array as ``qmatmul.qfully_connected``
+/ ``qmatmul.qbatch_matmul`` or None when the case is not covered (then the NumPy path runs).
+
+Exactness contract (as fast/qconv_fast.py): the integer sum ``sum (x - zx) * (w - zw)`` is a BLAS
+GEMM in float32 over K-chunks whose every partial sum is below 2^24 in magnitude (bound taken over
+the whole input dtype range, so any BLAS summation order is exact), chunks added in float64 (exact
+below 2^53); float64 in one piece when float32 chunks would be shorter than 32 terms; None when even
+float64 could round (``K * max|x| * max|w| >= 2^53``).  Then the fused requantizer of
+fast/requant.py: + bias, the scheme's int32 wrap/saturate, any of the roundings ``double``,
+``upward``, ``single``, ``float32_half_even`` (XNNPACK), ``float64_half_away`` (LiteRT FC REF);
+``mbqm64`` / ``pot`` -> None.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .qconv_fast import _chunks, _minus_zp
+from .requant import bias_array, overflow_mode, rq_arrays, run_fused
+
+_CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype) -> (plan, prepared); the plan is kept alive
+
+
+def _fc_prep(plan, x_dtype: np.dtype):
+    """Per (plan, input dtype): compute dtype, chunk, (K, O) weights, requantizer arrays, bias."""
+    key = (id(plan), x_dtype.str)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    w = np.asarray(plan.w)  # (O, K) float64 holding w - zw
+    o, k = w.shape
+    prep = None
+    if np.all(w == np.round(w)):
+        cdt, chunk = _chunks(k, x_dtype, plan.zx, float(np.max(np.abs(w))) if w.size else 0.0)
+        arrs = rq_arrays(plan.requant, o)
+        if cdt is not None and arrs is not None:
+            prep = (cdt, chunk, np.ascontiguousarray(w.T, dtype=cdt), arrs, bias_array(plan.bias, o),
+                    overflow_mode(plan.acc32, plan.settings))
+    _CACHE[key] = (plan, prep)
+    return prep
+
+
+def _chunked_matmul(a, b, chunk: int):
+    """a (..., K) @ b (..., K, N) with K split into ``chunk``-long pieces summed in float64."""
+    K = a.shape[-1]
+    acc = np.matmul(a[..., :chunk], b[..., :chunk, :])
+    if chunk < K:
+        acc = acc.astype(np.float64)
+        for k0 in range(chunk, K, chunk):
+            acc += np.matmul(a[..., k0:k0 + chunk], b[..., k0:k0 + chunk, :])
+    return acc
+
+
+def fast_fc(plan, x) -> np.ndarray | None:
+    """``qmatmul.qfully_connected(plan, x, w, b)`` for a constant filter, or None."""
+    x = np.asarray(x)
+    if plan.w is None or x.dtype.kind not in "iu" or x.size == 0:
+        return None
+    prep = _fc_prep(plan, x.dtype)
+    if prep is None:
+        return None
+    cdt, chunk, wc, arrs, bias, overflow = prep
+    K, O = wc.shape
+    if x.size % K:
+        return None  # the NumPy path raises the error
+    xs = np.empty(x.size, cdt)
+    _minus_zp(np.ascontiguousarray(x).reshape(-1), plan.zx, xs)  # exact: |x - zx| < 2^17
+    acc = _chunked_matmul(xs.reshape(-1, K), wc, chunk)
+    out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
+    run_fused(np.ascontiguousarray(acc), bias, arrs, overflow, plan.requant, out)
+    if plan.keep_num_dims:
+        out = out.reshape(x.shape[:-1] + (O,))
+    return out
+
+
+def _span(dt: np.dtype, z: int) -> int:
+    ii = np.iinfo(dt)
+    return max(abs(int(ii.min) - z), abs(int(ii.max) - z))
+
+
+def fast_bmm(plan, a, b) -> np.ndarray | None:
+    """``qmatmul.qbatch_matmul(plan, a, b)`` or None (bounds over both operands' dtype ranges)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu" or a.ndim < 2 or b.ndim < 2:
+        return None
+    K = a.shape[-2] if plan.adj_x else a.shape[-1]
+    N = b.shape[-2] if plan.adj_y else b.shape[-1]
+    arrs = rq_arrays(plan.requant, N)
+    if arrs is None or K == 0 or N == 0:
+        return None
+    prod = _span(a.dtype, plan.za) * _span(b.dtype, plan.zb)
+    k = int(((1 << 24) - 1) // prod)
+    if k >= min(K, 32):
+        cdt, chunk = np.float32, max(1, min(k, K))
+    elif K * prod < 2.0 ** 53:
+        cdt, chunk = np.float64, K
+    else:
+        return None
+    af = a.astype(cdt) - cdt(plan.za)  # exact: integers below 2^17
+    bf = b.astype(cdt) - cdt(plan.zb)
+    if plan.adj_x:
+        af = np.swapaxes(af, -1, -2)
+    if plan.adj_y:
+        bf = np.swapaxes(bf, -1, -2)
+    if af.shape[-1] != bf.shape[-2]:
+        return None  # the NumPy path raises NumPy's error
+    acc = _chunked_matmul(af, bf, chunk)
+    out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
+    run_fused(np.ascontiguousarray(acc).reshape(-1, N), np.zeros(N, np.int64), arrs,
+              overflow_mode(True, plan.settings), plan.requant, out.reshape(-1, N))
+    return out
