@@ -65,7 +65,8 @@ def pool_attrs(padding: str, strides, kernel, activation) -> dict[str, Any]:
 
 
 def fc_attrs(activation, keep_num_dims: bool = False) -> dict[str, Any]:
-    return {"keep_num_dims": bool(keep_num_dims), "activation": activation, "op_version": 4}
+    return {"keep_num_dims": bool(keep_num_dims), "asymmetric_quantize_inputs": False, "activation": activation,
+            "op_version": 4}
 
 
 def binary_attrs(op: str, activation) -> dict[str, Any]:

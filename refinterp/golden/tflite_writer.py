@@ -55,6 +55,7 @@ def _options(fb, op: str, table: str, attrs: dict[str, Any]):
         o.filterHeight, o.filterWidth = (int(k) for k in attrs["kernel_shape"])
     if op == "FullyConnected":
         o.keepNumDims = bool(attrs.get("keep_num_dims", False))
+        o.asymmetricQuantizeInputs = bool(attrs.get("asymmetric_quantize_inputs", False))
     if op in ("Add", "Sub") and "pot_scale_int16" in attrs:
         o.potScaleInt16 = bool(attrs["pot_scale_int16"])
     if op == "Softmax":
