@@ -21,11 +21,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 # The main job on the model shipped in the package: compare LiteRT's XNNPACK run (the "device" dump, captured
 # with tools/capture_demo_dump.py) against refinterp's bit-exact simulation of LiteRT's reference kernels.
+# `--explain` then names the arithmetic the device used (best_scheme: tflite-xnnpack).
 # `refinterp diff` exits 1 when tensors diverge, which is the expected finding here.
 demo: $(VENV)/.installed
 	@mkdir -p demo-out
 	$(BIN)/refinterp diff $(DEMO_MODEL) --scheme tflite-reference --against $(DEMO_DUMP) \
-		--html demo-out/report.html --json demo-out/report.json; rc=$$?; \
+		--explain --html demo-out/report.html --json demo-out/report.json; rc=$$?; \
 		if [ $$rc -gt 1 ]; then exit $$rc; fi; echo "report: demo-out/report.html"
 
 test: $(VENV)/.installed-test

@@ -38,7 +38,7 @@ def summary_lines(res: DiffResult) -> list[str]:
     ex = res.explanation
     if not ex:
         return []
-    lines = [f"best_scheme: {ex['best_scheme']} (tie-break: {ex['tie_break']})",
+    lines = [f"best_scheme: {ex['best_scheme']}",
              "schemes: " + ", ".join(f"{s['name']} {s['exact_tensors']}/{s['compared_tensors']}"
                                      + (" (per node)" if s["partial"] else "")
                                      for s in sorted(ex["schemes"], key=lambda s: -s["exact_tensors"])),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import atexit
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from refinterp.dumps import read_dump, write_npy_dump
 WEIGHTS = {"dump_npz": 8, "dump_npy": 10, "dump_polygraphy": 8, "dump_raw": 10, "scheme": 10, "golden": 8}
 SMALL_MODEL = FIXTURES / "tflite" / "depth_space_int8.tflite"
 _TMP = Path(tempfile.mkdtemp(prefix="refinterp-fuzz-files-"))
+atexit.register(shutil.rmtree, _TMP, True)
 
 # one example: (which file of the seed, tree mutation?, tree mutations, byte mutations, inner index)
 example = st.tuples(st.integers(0, 63), st.booleans(), tree_mutations, mutations, st.integers(0, 63))

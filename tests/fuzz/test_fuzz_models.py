@@ -3,6 +3,8 @@
 Only RefinterpError subclasses may escape; see fuzz_harness.py for budgets and reproducibility."""
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,6 +24,7 @@ MAX_FEED_ELEMENTS = 1 << 18
 WEIGHTS = {"tflite_bytes": 14, "tflite_fields": 26, "onnx_bytes": 8, "onnx_fields": 18}
 
 _TMP = Path(tempfile.mkdtemp(prefix="refinterp-fuzz-models-"))
+atexit.register(shutil.rmtree, _TMP, True)
 
 
 def random_feeds(graph, seed: int, specials: bool) -> dict[str, np.ndarray] | None:

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ["refinterp/models/demo_int8.tflite", "tests/fixtures/tflite/ops_zoo_int8.tflite",
-          "tests/fixtures/tflite/mobilenet_tiny_int16x8.tflite"]
+          "tests/fixtures/tflite/mobilenet_tiny_int16x8.tflite", "tests/fixtures/tflite/attention_block_int8.tflite"]
 SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack", "tflite-micro"]
 
 _CHILD = r'''
@@ -41,3 +41,41 @@ def test_fast_path_is_bit_identical(model, tmp_path):
     assert outs["1"].keys() == outs["0"].keys() and len(outs["1"]) > 20
     differing = [k for k in outs["1"] if not np.array_equal(outs["1"][k], outs["0"][k])]
     assert differing == []
+
+
+COVERAGE = [  # (model, scheme, {kernel module attribute: op}) — every listed fast path must be taken
+    ("refinterp/models/demo_int8.tflite", "tflite-xnnpack",
+     {"qconv.fast_conv": "Conv", "qconv.fast_depthwise": "DepthwiseConv", "qmatmul.fast_fc": "FullyConnected"}),
+    ("tests/fixtures/tflite/attention_block_int8.tflite", "tflite-xnnpack",
+     {"qmatmul.fast_fc": "FullyConnected", "qmatmul.fast_bmm": "BatchMatMul"}),
+    ("tests/fixtures/tflite/attention_block_int8.tflite", "tflite-reference",
+     {"qmatmul.fast_fc": "FullyConnected", "qmatmul.fast_bmm": "BatchMatMul"}),
+]
+
+
+@pytest.mark.parametrize("model,scheme,paths", COVERAGE, ids=lambda c: Path(c).stem if isinstance(c, str) else None)
+def test_fast_paths_are_taken(model, scheme, paths, monkeypatch):
+    """Every node of the listed ops goes through its fast path (none falls back to NumPy)."""
+    import importlib
+
+    import refinterp
+    from refinterp.cli.common import random_inputs
+
+    taken: dict[str, list] = {}
+    for attr in paths:
+        mod_name, fn_name = attr.split(".")
+        mod = importlib.import_module(f"refinterp.kernels.{mod_name}")
+        if not getattr(mod, "_FAST"):
+            pytest.fail("REFINTERP_FAST_KERNELS=0 in the test environment")
+        orig = getattr(mod, fn_name)
+
+        def counted(*a, _orig=orig, _attr=attr):
+            y = _orig(*a)
+            taken.setdefault(_attr, []).append(y is not None)
+            return y
+        monkeypatch.setattr(mod, fn_name, counted)
+    g = refinterp.load(str(ROOT / model))
+    refinterp.Session(g, scheme).run(random_inputs(g, 5))
+    for attr, op in paths.items():
+        n_nodes = sum(n.op == op for n in g.nodes)
+        assert n_nodes > 0 and taken.get(attr) == [True] * n_nodes, (attr, taken.get(attr))
