@@ -86,6 +86,33 @@ def cli_wall(model: Path, env: dict) -> float:
     return dt if r.returncode == 0 else float("nan")
 
 
+def cli_batch(model: Path, env: dict, n: int, workers: int) -> dict:
+    """``refinterp run --inputs`` on an ``n``-sample batch .npz: whole CLI wall time (process start,
+    worker spawn and prepare included) and samples/s over that wall time."""
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+
+    import refinterp
+    from refinterp.cli.common import random_inputs
+
+    g = refinterp.load(str(model))
+    feeds = [random_inputs(g, k) for k in range(n)]
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "batch.npz"
+        np.savez(src, **{name: np.stack([f[name] for f in feeds]) for name in g.inputs})
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "refinterp", "run", str(model), "--scheme", "tflite-reference",
+                            "--inputs", str(src), "--workers", str(workers), "--outputs", str(Path(d) / "o.npz")],
+                           env=env, capture_output=True, cwd=REPO)
+        dt = time.perf_counter() - t
+    if r.returncode:
+        return {"error": r.stderr.decode(errors="replace").strip()[-200:]}
+    # the CLI's own report: "<n> samples in <s> s: <r> samples/s (<w> workers)" (worker spawn included)
+    said = [ln for ln in r.stdout.decode(errors="replace").splitlines() if "samples/s" in ln]
+    return {"samples": n, "workers": workers, "wall_s": dt, "samples_per_s": n / dt,
+            "reported": said[-1].strip() if said else ""}
+
+
 def _ms(v) -> str:
     return "-" if v is None else f"{v * 1e3:.1f}"
 
@@ -175,6 +202,8 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as d:
             cli["cold_s"] = cli_wall(small, {**env, "NUMBA_CACHE_DIR": d})
             shutil.rmtree(d, ignore_errors=True)
+    batch_model, batch_n = (MNV2, 96) if MNV2.exists() and "mnv2_224" in args.models else (small, 200)
+    batch = [cli_batch(batch_model, env, batch_n, w) for w in (1, 2)]
     import platform
 
     print(f"\nnumpy-kernels={args.numpy_kernels}  threads={args.threads}  python {platform.python_version()}  "
@@ -182,12 +211,17 @@ def main(argv=None) -> int:
     print(table(results))
     print(f"\n`refinterp run` small model (tflite-reference): warm Numba cache {cli['warm_s']:.2f} s"
           + (f", empty cache (compiles) {cli['cold_s']:.2f} s" if "cold_s" in cli else ""))
+    for b in batch:
+        print(f"`refinterp run --inputs` {batch_n}-sample batch of {batch_model.name} (tflite-reference), "
+              + (f"error: {b['error']}" if "error" in b else
+                 f"{b['workers']} worker(s): {b['wall_s']:.2f} s CLI wall ({b['samples_per_s']:.1f} samples/s); "
+                 f"CLI says: {b['reported']}"))
     print("\nwhere refinterp's time goes (per op type, one timed run):")
     print(profile_lines(results))
     print(f"\nbenchmark wall time {time.perf_counter() - t_start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({"threads": args.threads, "numpy_kernels": args.numpy_kernels,
-                                               "results": results, "cli": cli},
+                                               "results": results, "cli": cli, "batch": batch},
                                               indent=1))
     return 0
 

@@ -64,12 +64,12 @@ class _Worker:
     """Per-process state: the session, the source and where results go."""
 
     def __init__(self, model: str, scheme: str, src: BatchSource, scratch: str, dump: str | None,
-                 overwrite: bool, session=None):
+                 overwrite: bool, session=None, graph=None):
         from .. import Session, load
         from .common import load_npz
 
-        self.session = session if session is not None else Session(load(model), scheme=scheme)
-        self.graph = self.session.graph
+        self.graph = graph if session is not None else load(model)
+        self.session = session if session is not None else Session(self.graph, scheme=scheme)
         self.src, self.scratch, self.dump, self.overwrite = src, Path(scratch), dump, overwrite
         self.batch = _named(load_npz(src.path), self.graph) if src.kind == "npz" else None
 
@@ -84,7 +84,11 @@ class _Worker:
         from ..dumps.npydir import write_npy_dump
 
         for k in range(start, stop):
-            result = self.session.run(self.feeds(k), capture="all" if self.dump else None)
+            try:
+                result = self.session.run(self.feeds(k), capture="all" if self.dump else None)
+            except InputError as e:
+                where = self.src.files[k] if self.src.kind == "dir" else f"{self.src.path} sample {k}"
+                raise InputError(str(e), where) from None
             for j, name in enumerate(self.graph.outputs):
                 np.save(self.scratch / f"{k}_{j}.npy", np.asarray(result[name]), allow_pickle=False)
             if self.dump:
@@ -125,7 +129,7 @@ def run_batch(model: str, scheme: str, src: BatchSource, graph, *, workers: int,
     try:
         with _progress(progress, n) as advance:
             if workers <= 1:
-                w = _Worker(*args, session=session)
+                w = _Worker(*args, session=session, graph=graph)
                 for span in spans:
                     advance(w.run(*span))
             else:

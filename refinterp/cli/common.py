@@ -13,7 +13,8 @@ from ..ir import Graph, storage_dtype
 
 def add_input_args(p) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--inputs", metavar="IN.npz", help="inputs as .npz keyed by input tensor name")
+    g.add_argument("--inputs", metavar="IN.npz", help="inputs as .npz keyed by input tensor name (arrays with "
+                   "one extra leading axis, or a folder of .npz files: many samples)")
     g.add_argument("--input", action="append", metavar="NAME=FILE.npy", default=None,
                    help="one input from a .npy file (repeatable)")
     g.add_argument("--random-inputs", type=int, metavar="SEED", help="deterministic random inputs")

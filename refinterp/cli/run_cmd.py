@@ -1,4 +1,9 @@
-"""``refinterp run MODEL --scheme NAME``: execute a model and capture its tensors."""
+"""``refinterp run MODEL --scheme NAME``: execute a model and capture its tensors.
+
+``--inputs`` holding many samples (arrays with one extra leading axis, or a folder of .npz files)
+runs them on worker processes (refinterp/cli/batch.py): outputs stacked in ``--outputs``, one dump
+folder per sample under ``--dump DIR/sample_<k>/``.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +18,8 @@ def register(sub) -> None:
     add_input_args(p)
     p.add_argument("--outputs", metavar="OUT.npz", help="write the model outputs to an .npz")
     p.add_argument("--dump", metavar="DIR", help="write every tensor as .npy plus manifest.json")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes for many inputs (default: REFINTERP_THREADS or all CPUs)")
     p.add_argument("--overwrite", action="store_true", help="allow replacing existing output files/folders")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -21,17 +28,21 @@ def register(sub) -> None:
 def run(args) -> int:
     from .. import Session, load
     from ..dumps.npydir import write_npy_dump
+    from .batch import detect
     from .common import check_dump_dir
 
     graph = load(args.model)
-    session = Session(graph, scheme=args.scheme)
-    feeds = resolve_inputs(args, graph)
+    batch = detect(args.inputs, graph) if getattr(args, "inputs", None) else None
     if args.outputs:
         from .common import check_new_file
 
         check_new_file(args.outputs, args.overwrite)
     if args.dump:
         check_dump_dir(args.dump, args.overwrite)
+    if batch is not None:
+        return _run_many(args, graph, batch)
+    session = Session(graph, scheme=args.scheme)
+    feeds = resolve_inputs(args, graph)
     result = session.run(feeds, capture="all" if args.dump else None)
     outputs = {k: result[k] for k in graph.outputs}
     if args.outputs:
@@ -39,16 +50,41 @@ def run(args) -> int:
     if args.dump:
         write_npy_dump(args.dump, result, graph, session.scheme.name, overwrite=args.overwrite)
     if not args.quiet:
-        _print_summary(graph, session, outputs, args)
+        _print_summary(graph, session.scheme.name, outputs, args)
     return 0
 
 
-def _print_summary(graph, session, outputs, args) -> None:
+def _run_many(args, graph, batch) -> int:
+    from .. import Session
+    from ..errors import InputError
+    from ..settings import threads
+    from .batch import run_batch
+
+    workers = threads() if args.workers is None else args.workers
+    if workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
+    workers = min(workers, batch.count)
+    session = Session(graph, scheme=args.scheme) if workers <= 1 else None
+    scheme_name = session.scheme.name if session is not None else args.scheme
+    outputs, wall = run_batch(args.model, args.scheme, batch, graph, workers=workers, dump=args.dump,
+                              overwrite=args.overwrite, progress=not args.quiet, session=session)
+    if args.outputs:
+        save_npz_atomic(args.outputs, outputs, overwrite=args.overwrite)
+    if not args.quiet:
+        _print_summary(graph, scheme_name, outputs, args, samples=batch.count)
+        from rich.console import Console
+
+        Console().print(f"{batch.count} samples in {wall:.2f} s: {batch.count / max(wall, 1e-9):.1f} samples/s "
+                        f"({workers} worker{'s' if workers > 1 else ''})")
+    return 0
+
+
+def _print_summary(graph, scheme_name, outputs, args, samples: int | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     con = Console()
-    t = Table(title=f"{graph.path} · scheme {session.scheme.name}", show_lines=False)
+    t = Table(title=f"{graph.path} · scheme {scheme_name}", show_lines=False)
     for c in ("output", "dtype", "shape", "min", "max", "mean"):
         t.add_column(c)
     for name, v in outputs.items():
@@ -59,6 +95,8 @@ def _print_summary(graph, session, outputs, args) -> None:
                   f"{a.astype(np.float64).mean():.6g}" if num else "-")
     con.print(t)
     if args.dump:
-        con.print(f"wrote {len(graph.nodes)} node outputs to {args.dump}/ (manifest.json)")
+        where = f"{args.dump}/sample_<k>/" if samples else f"{args.dump}/"
+        con.print(f"wrote {len(graph.nodes)} node outputs{f' per sample ({samples} samples)' if samples else ''} "
+                  f"to {where} (manifest.json)")
     if args.outputs:
         con.print(f"wrote outputs to {args.outputs}")

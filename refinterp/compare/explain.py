@@ -141,15 +141,15 @@ def _pick_best(runs: dict[str, SchemeRun], builtin: list[str], diff_scheme: str)
         on_common = sum(1 for t in common if r.scores[t].exact)
         mism = sum(r.scores[t].mismatches for t in common)
         return (-on_common, mism, -r.exact_count(), r.mismatches(elements), n != diff_scheme,
-                len(r.scheme.data.get("ops") or {}), r.scheme.data.get("status") != "verified", n)
+                r.scheme.data.get("status") != "verified", len(r.scheme.data.get("ops") or {}), n)
 
     return min(cands, key=key)
 
 
 TIE_BREAK = ("most exact tensors among those every scheme re-ran, then fewest mismatching elements there; then "
              "most exact tensors overall; then fewest mismatching elements over all re-run tensors; then the "
-             "scheme the diff ran under; then fewest per-op settings (the simplest explanation); then "
-             "status verified; then name")
+             "scheme the diff ran under; then status verified (a scheme checked against its runtime before one "
+             "that only follows source); then fewest per-op settings (the simplest explanation); then name")
 
 
 def explain(differ, aligned, dev_qp, nsamples: int, input_checks: list[dict[str, Any]]) -> Explanation:

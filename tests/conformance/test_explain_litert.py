@@ -84,5 +84,5 @@ def test_onnxruntime_qoperator_dump_best_scheme_is_onnxruntime_cpu(tmp_path):
           "--explain", "--json", str(out), "--quiet"])
     rep = json.loads(out.read_text())
     counts = {s["name"]: s["exact_tensors"] for s in rep["explain"]["schemes"]}
-    assert rep["best_scheme"] == "onnxruntime-cpu", counts
+    assert rep["best_scheme"] == "onnxruntime-cpu", (counts, rep["explain"]["schemes"])
     assert counts["onnxruntime-cpu"] > counts["float32"]

@@ -24,7 +24,7 @@ from . import numba_threads
 
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window, window_offsets
-from .requant import bias_array, overflow_mode, rq_arrays, run_fused
+from .requant import bias_array, fused_runner, overflow_mode, rq_arrays
 
 _F32_EXACT = (1 << 24) - 1
 _MIN_F32_CHUNK = 32
@@ -48,8 +48,8 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
         cdt, chunk = _chunks(w2.shape[0], x_dtype, plan.zx, float(np.max(np.abs(w2))) if w2.size else 0.0)
         arrs = rq_arrays(plan.requant, m)
         if cdt is not None and arrs is not None:
-            prep = ((kh, kw), cdt, chunk, np.ascontiguousarray(w2, dtype=cdt), arrs, bias_array(plan.bias, m),
-                    overflow_mode(plan.acc32, plan.settings))
+            prep = ((kh, kw), cdt, chunk, np.ascontiguousarray(w2, dtype=cdt), bias_array(plan.bias, m),
+                    fused_runner(arrs, overflow_mode(plan.acc32, plan.settings), plan.requant))
     _CACHE[key] = (plan, prep)
     return prep
 
@@ -83,7 +83,7 @@ def fast_conv(plan, x) -> np.ndarray | None:
     prep = _conv_prep(plan, x.shape[-1], x.dtype)
     if prep is None:
         return None
-    kshape, cdt, chunk, wc, arrs, bias, overflow = prep
+    kshape, cdt, chunk, wc, bias, requant = prep
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != kshape:
         return None
     win = resolve_window(x.shape[1:3], kshape, ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
@@ -107,7 +107,7 @@ def fast_conv(plan, x) -> np.ndarray | None:
         for k0 in range(chunk, K, chunk):
             acc += cols[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    run_fused(acc, bias, arrs, overflow, plan.requant, out)
+    requant(acc, bias, out)
     return out.reshape((n,) + win.out + (M,))
 
 
@@ -162,8 +162,8 @@ def _dw_prep(plan, cin: int, x_dtype: np.dtype):
         wsum = kh * kw * (int(np.max(np.abs(w))) if w.size else 0)
         # int32 arithmetic when every partial sum is below 2^31 (int8: 9 cells * 255 * 128 << 2^31)
         idt = np.int32 if xmax * wsum < (1 << 31) else np.int64
-        prep = (np.ascontiguousarray(w, dtype=idt), mg, arrs, bias_array(plan.bias, c * mg),
-                overflow_mode(plan.acc32, plan.settings))
+        prep = (np.ascontiguousarray(w, dtype=idt), mg, bias_array(plan.bias, c * mg),
+                fused_runner(arrs, overflow_mode(plan.acc32, plan.settings), plan.requant))
     _CACHE[key] = (plan, prep)
     return prep
 
@@ -176,7 +176,7 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
     prep = _dw_prep(plan, x.shape[-1], x.dtype)
     if prep is None:
         return None
-    w, mg, arrs, bias, overflow = prep
+    w, mg, bias, requant = prep
     kshape = w.shape[:2]
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != tuple(kshape):
         return None
@@ -188,5 +188,5 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
         _dw_acc(x, w, int(plan.zx), win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
                 win.pad_begin[0], win.pad_begin[1], mg, acc)
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    run_fused(acc.reshape(-1, oc), bias, arrs, overflow, plan.requant, out.reshape(-1, oc))
+    requant(acc.reshape(-1, oc), bias, out.reshape(-1, oc))
     return out

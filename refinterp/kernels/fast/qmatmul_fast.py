@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .qconv_fast import _chunks, _minus_zp
-from .requant import bias_array, overflow_mode, rq_arrays, run_fused
+from .requant import bias_array, fused_runner, overflow_mode, rq_arrays, run_fused
 
 _CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype) -> (plan, prepared); the plan is kept alive
 
@@ -35,8 +35,8 @@ def _fc_prep(plan, x_dtype: np.dtype):
         cdt, chunk = _chunks(k, x_dtype, plan.zx, float(np.max(np.abs(w))) if w.size else 0.0)
         arrs = rq_arrays(plan.requant, o)
         if cdt is not None and arrs is not None:
-            prep = (cdt, chunk, np.ascontiguousarray(w.T, dtype=cdt), arrs, bias_array(plan.bias, o),
-                    overflow_mode(plan.acc32, plan.settings))
+            prep = (cdt, chunk, np.ascontiguousarray(w.T, dtype=cdt), bias_array(plan.bias, o),
+                    fused_runner(arrs, overflow_mode(plan.acc32, plan.settings), plan.requant))
     _CACHE[key] = (plan, prep)
     return prep
 
@@ -60,7 +60,7 @@ def fast_fc(plan, x) -> np.ndarray | None:
     prep = _fc_prep(plan, x.dtype)
     if prep is None:
         return None
-    cdt, chunk, wc, arrs, bias, overflow = prep
+    cdt, chunk, wc, bias, requant = prep
     K, O = wc.shape
     if x.size % K:
         return None  # the NumPy path raises the error
@@ -68,7 +68,7 @@ def fast_fc(plan, x) -> np.ndarray | None:
     _minus_zp(np.ascontiguousarray(x).reshape(-1), plan.zx, xs)  # exact: |x - zx| < 2^17
     acc = _chunked_matmul(xs.reshape(-1, K), wc, chunk)
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    run_fused(np.ascontiguousarray(acc), bias, arrs, overflow, plan.requant, out)
+    requant(np.ascontiguousarray(acc), bias, out)
     if plan.keep_num_dims:
         out = out.reshape(x.shape[:-1] + (O,))
     return out

@@ -173,18 +173,25 @@ def fused_requant(rq, acc: np.ndarray, bias: np.ndarray | None = None, acc32: bo
 
 
 def run_fused(a2, bias, arrs, overflow: int, rq, out) -> None:
-    """Dispatch to a branch-free loop when every channel uses one form (double / upward with
-    M >= 0, or float32_half_even) and the accumulator is wrapped or exact; else the general loop."""
-    M, sh, _, _, code = arrs
+    """``fused_runner(arrs, overflow, rq)(a2, bias, out)``."""
+    fused_runner(arrs, overflow, rq)(a2, bias, out)
+
+
+def fused_runner(arrs, overflow: int, rq):
+    """The requantization loop for fixed per-channel arrays, chosen once (callers with a prepared
+    plan keep it): a branch-free loop when every channel uses one form (double / upward with
+    M >= 0, or float32_half_even) and the accumulator is wrapped or exact; else the general loop.
+    Returns ``f(a2, bias, out)`` for a 2-D accumulator ``a2`` (channels last) and ``out`` alike."""
+    M, sh, sc32, _, code = arrs
+    zo, lo, hi = int(rq.zo), int(rq.lo), int(rq.hi)
     c0 = int(code[0]) if code.size else 0
     if overflow != 2 and c0 in (0, 1) and np.all(code == c0) and np.all(M >= 0):
-        _fused_srdhm(a2, bias, M, np.maximum(sh, 0), np.maximum(-sh, 0), c0 == 1, overflow == 1,
-                     int(rq.zo), int(rq.lo), int(rq.hi), out)
-        return
+        left, right, upward, wrap = np.maximum(sh, 0), np.maximum(-sh, 0), c0 == 1, overflow == 1
+        return lambda a2, bias, out: _fused_srdhm(a2, bias, M, left, right, upward, wrap, zo, lo, hi, out)
     if overflow != 2 and c0 == 3 and np.all(code == 3):
-        _fused_f32(a2, bias, arrs[2], overflow == 1, int(rq.zo), int(rq.lo), int(rq.hi), out)
-        return
-    _fused(a2, bias, *arrs, overflow, int(rq.zo), int(rq.lo), int(rq.hi), out)
+        wrap = overflow == 1
+        return lambda a2, bias, out: _fused_f32(a2, bias, sc32, wrap, zo, lo, hi, out)
+    return lambda a2, bias, out: _fused(a2, bias, *arrs, overflow, zo, lo, hi, out)
 
 
 def conv_finish(plan, acc_f: np.ndarray) -> np.ndarray | None:
