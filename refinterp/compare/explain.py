@@ -12,7 +12,8 @@ mismatching elements there, then more exact tensors and fewer mismatching elemen
 tensors each scheme re-ran, (2) the scheme the diff ran under, (3) the fewest per-op settings in
 the resolved scheme (the explanation with the fewest assumptions: ``tflite-reference`` before
 ``tflite-micro`` when the dump cannot tell them apart), (4) ``status: verified`` before
-``documented``, (5) the name.
+``documented``, (5) the name.  The built-in schemes tied with the best on the evidence (1) — the
+dump cannot tell them apart — are reported as ``equally_explained_by``.
 
 A tensor is *explained* when some scheme or single-knob variant reproduces it exactly (every
 element of every sample; float tensors: within the diff's float tolerance); the rest are candidate
@@ -59,12 +60,16 @@ class Explanation:
     inputs: list[dict[str, Any]]
     notes: list[str]
     suggestion: dict[str, Any] | None = None  # filled by scheme_writer
+    # built-in schemes tied with ``best`` on every evidence key (exact tensors and mismatching elements);
+    # only the preference tie-breaks (diff scheme, status, per-op settings, name) chose ``best`` over them
+    equally_explained_by: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         elements = {t: s.elements for r in self.schemes.values() for t, s in r.scores.items() if s is not None}
         return {
             "best_scheme": self.best,
             "tie_break": self.tie_break,
+            "equally_explained_by": list(self.equally_explained_by),
             "schemes": [{"name": n, "exact_tensors": r.exact_count(), "compared_tensors": len(r.scores),
                          "mismatching_elements": r.mismatches(elements), "built_in": n in self.builtin,
                          "partial": r.partial, "note": r.note} for n, r in self.schemes.items()],
@@ -127,23 +132,31 @@ def _scheme_run(scheme: Scheme, differ, aligned, dev_qp, nsamples, cases_cache, 
     return run
 
 
-def _pick_best(runs: dict[str, SchemeRun], builtin: list[str], diff_scheme: str) -> str | None:
+def _pick_best(runs: dict[str, SchemeRun], builtin: list[str], diff_scheme: str) -> tuple[str | None, list[str]]:
+    """The best built-in scheme, and the other built-in schemes tied with it on the evidence (the dump
+    cannot tell them apart; only the preference tie-breaks chose between them)."""
     elements = {t: s.elements for r in runs.values() for t, s in r.scores.items() if s is not None}
     cands = [n for n in builtin if n in runs]
     if not cands:
-        return None
+        return None, []
     # the same evidence for every scheme: tensors that every candidate re-ran (graph passes such as
     # QDQ fusion remove intermediate tensors from some schemes' graphs)
     common = set.intersection(*({t for t, s in runs[n].scores.items() if s is not None} for n in cands))
 
-    def key(n: str):
+    def evidence(n: str):
         r = runs[n]
         on_common = sum(1 for t in common if r.scores[t].exact)
         mism = sum(r.scores[t].mismatches for t in common)
-        return (-on_common, mism, -r.exact_count(), r.mismatches(elements), n != diff_scheme,
-                r.scheme.data.get("status") != "verified", len(r.scheme.data.get("ops") or {}), n)
+        return (-on_common, mism, -r.exact_count(), r.mismatches(elements))
 
-    return min(cands, key=key)
+    def key(n: str):
+        r = runs[n]
+        return evidence(n) + (n != diff_scheme, r.scheme.data.get("status") != "verified",
+                              len(r.scheme.data.get("ops") or {}), n)
+
+    best = min(cands, key=key)
+    ev = evidence(best)
+    return best, sorted(n for n in cands if n != best and evidence(n) == ev)
 
 
 TIE_BREAK = ("most exact tensors among those every scheme re-ran, then fewest mismatching elements there; then "
@@ -164,7 +177,7 @@ def explain(differ, aligned, dev_qp, nsamples: int, input_checks: list[dict[str,
     runs = {s.name: _scheme_run(s, differ, aligned, dev_qp, nsamples, cases_cache, score_cache)
             for s in all_schemes}
     builtin_names = [s.name for s in builtins]
-    best = _pick_best(runs, builtin_names, diff_scheme.name)
+    best, tied = _pick_best(runs, builtin_names, diff_scheme.name)
     knobs: dict[str, list[tuple[str, dict[str, Any], Score]]] = {}
     cases: list[Case] = []
     if best is not None:
@@ -194,7 +207,7 @@ def explain(differ, aligned, dev_qp, nsamples: int, input_checks: list[dict[str,
                 "preprocessing": c.get("candidates", [])})
     unexplained = _unexplained(per_tensor, runs.get(best) if best else None)
     return Explanation(runs, builtin_names, best, TIE_BREAK, cases, knobs, per_tensor, unexplained,
-                       [dict(c) for c in input_checks], notes)
+                       [dict(c) for c in input_checks], notes, equally_explained_by=tied)
 
 
 def _per_tensor(runs, best, cases, knobs) -> dict[str, dict[str, Any]]:

@@ -38,7 +38,9 @@ def summary_lines(res: DiffResult) -> list[str]:
     ex = res.explanation
     if not ex:
         return []
-    lines = [f"best_scheme: {ex['best_scheme']}",
+    tied = ex.get("equally_explained_by") or []
+    lines = [f"best_scheme: {ex['best_scheme']}"
+             + (f"; equally explained by: {', '.join(tied)} (the dump cannot tell these apart)" if tied else ""),
              "schemes: " + ", ".join(f"{s['name']} {s['exact_tensors']}/{s['compared_tensors']}"
                                      + (" (per node)" if s["partial"] else "")
                                      for s in sorted(ex["schemes"], key=lambda s: -s["exact_tensors"])),
