@@ -77,6 +77,8 @@ FIXTURES = {
     "attention_block_int8.tflite": (zoo.attention_block, "int8", 13),
     "ops_zoo_int8.tflite": (zoo.ops_zoo, "int8", 14),
     "depth_space_int8.tflite": (zoo.depth_space, "int8", 16),
+    "mobilenet_v1_tiny_int8.tflite": (zoo.mobilenet_v1_tiny, "int8", 17),
+    "efficientnet_tiny_int8.tflite": (zoo.efficientnet_tiny, "int8", 18),
     "small_cnn_float32.tflite": (zoo.small_cnn, "float32", 15),
     "small_cnn_float16w.tflite": (zoo.small_cnn, "float16w", 15),
     "small_cnn_dynamic_range.tflite": (zoo.small_cnn, "dynamic", 15),

@@ -250,3 +250,65 @@ def small_cnn(classes: int = 10) -> keras.Model:
     model = keras.Model(inp, out, name="small_cnn")
     scale_kernel(model, "logits", 6.0)
     return model
+
+
+# --------------------------------------------------------------------------- MobileNetV1-style
+
+def mobilenet_v1_tiny(input_hw: int = 64, classes: int = 10) -> keras.Model:
+    """Plain stacks: conv 3x3/2, then depthwise 3x3 + pointwise 1x1 pairs, all BN + ReLU6;
+    a full-map AveragePooling2D (AVERAGE_POOL_2D, not MEAN), flatten, dense, softmax."""
+    seed_everything(7)
+    inp = keras.Input((input_hw, input_hw, 3), batch_size=1, name="input")
+    x = _conv_bn(inp, 16, 3, 2, _relu6, "stem")                                # 32x32
+    for i, (out_ch, stride) in enumerate([(24, 1), (32, 2), (32, 1), (48, 2), (64, 2), (64, 1)]):
+        name = f"b{i + 1}"
+        x = layers.DepthwiseConv2D(3, strides=stride, padding="same", use_bias=False,
+                                   name=f"{name}_dw")(x)
+        x = layers.BatchNormalization(name=f"{name}_dw_bn")(x)
+        x = _relu6(x, f"{name}_dw")
+        x = _conv_bn(x, out_ch, 1, 1, _relu6, f"{name}_pw")                    # ends 4x4x64
+    x = layers.AveragePooling2D(pool_size=x.shape[1], name="avgpool")(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(classes, name="logits")(x)
+    out = layers.Softmax(name="probs")(x)
+    model = keras.Model(inp, out, name="mobilenet_v1_tiny")
+    randomise_batchnorm(model, 107)
+    scale_kernel(model, "logits", 6.0)
+    return model
+
+
+# --------------------------------------------------------------------------- EfficientNet-style
+
+def _swish(x, name):
+    # written out as x * sigmoid(x) so the converter emits LOGISTIC + MUL (no fused op)
+    s = layers.Activation("sigmoid", name=f"{name}_sigmoid")(x)
+    return layers.Multiply(name=f"{name}_swish")([x, s])
+
+
+def _se_swish(x, name):
+    c = x.shape[-1]
+    s = layers.GlobalAveragePooling2D(keepdims=True, name=f"{name}_pool")(x)
+    s = layers.Conv2D(max(4, c // 4), 1, name=f"{name}_reduce")(s)
+    s = _swish(s, f"{name}_reduce")
+    s = layers.Conv2D(c, 1, activation="sigmoid", name=f"{name}_expand")(s)
+    return layers.Multiply(name=f"{name}_scale")([x, s])
+
+
+def efficientnet_tiny(input_hw: int = 64, classes: int = 10) -> keras.Model:
+    """MBConv blocks: swish (LOGISTIC + MUL) everywhere, sigmoid squeeze-excite, ADD skips."""
+    seed_everything(8)
+    inp = keras.Input((input_hw, input_hw, 3), batch_size=1, name="input")
+    x = _conv_bn(inp, 16, 3, 2, _swish, "stem")                                # 32x32
+    x = _inverted_residual(x, 1, 16, 1, "b1", act=_swish, se=_se_swish)
+    x = _inverted_residual(x, 4, 24, 2, "b2", act=_swish, se=_se_swish)
+    x = _inverted_residual(x, 4, 24, 1, "b3", act=_swish, se=_se_swish)
+    x = _inverted_residual(x, 4, 40, 2, "b4", act=_swish, se=_se_swish)
+    x = _inverted_residual(x, 4, 40, 1, "b5", act=_swish, se=_se_swish)
+    x = _conv_bn(x, 128, 1, 1, _swish, "head")
+    x = layers.GlobalAveragePooling2D(name="gap")(x)
+    x = layers.Dense(classes, name="logits")(x)
+    out = layers.Softmax(name="probs")(x)
+    model = keras.Model(inp, out, name="efficientnet_tiny")
+    randomise_batchnorm(model, 108)
+    scale_kernel(model, "logits", 6.0)
+    return model

@@ -9,10 +9,10 @@ change of it (``explain_candidates``; one re-prepared step per candidate, the Se
 tensors that every built-in scheme re-ran (graph passes such as QDQ fusion remove tensors from
 some schemes' graphs; all are judged on the same evidence).  Ties are broken by (1) fewer
 mismatching elements there, then more exact tensors and fewer mismatching elements over all the
-tensors each scheme re-ran, (2) the scheme the diff ran under, (3) the fewest per-op settings in
-the resolved scheme (the explanation with the fewest assumptions: ``tflite-reference`` before
-``tflite-micro`` when the dump cannot tell them apart), (4) ``status: verified`` before
-``documented``, (5) the name.  The built-in schemes tied with the best on the evidence (1) — the
+tensors each scheme re-ran, (2) the scheme the diff ran under, (3) ``status: verified`` before
+``documented``, (4) the fewest per-op settings in the resolved scheme (the explanation with the
+fewest assumptions: ``tflite-reference`` before ``tflite-micro`` when the dump cannot tell them
+apart), (5) the name.  The built-in schemes tied with the best on the evidence (1) — the
 dump cannot tell them apart — are reported as ``equally_explained_by``.
 
 A tensor is *explained* when some scheme or single-knob variant reproduces it exactly (every

@@ -5,7 +5,10 @@ Runtimes (imported lazily; a missing one is a clear one-line error):
   litert-opt      LiteRT, optimized built-in kernels without default delegates
   litert-xnnpack  LiteRT, built-in kernels with the default XNNPACK delegate
   tflm            TFLite Micro Python interpreter, kPreserveAllTensors
-  onnxruntime     ONNX Runtime CPU with every node output made a graph output
+  onnxruntime     ONNX Runtime CPU with every node output made a graph output; for QDQ models at
+                  --ort-opt-level all (the default): every output of ORT's optimized graph, named back
+                  to the model's tensors (see ``_capture_ort_optimized``), so DQ -> op -> Q units stay
+                  fused as in deployment and only the tensors that exist on the device are dumped
 
 Tensors are named as refinterp's loader names them (TFLite tensors by index), so the dump aligns
 by exact name.  Note (peer-tools.md): preserving all tensors can change LiteRT's kernel paths.
@@ -89,25 +92,100 @@ def capture_tflm(graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndar
     return out
 
 
+_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+           "all": "ORT_ENABLE_ALL"}
+
+
+def _is_qdq(graph: Graph) -> bool:
+    return any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes) and \
+        any(n.op not in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
+
+
+def _options(ort, level: str):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
+    return so
+
+
 def capture_onnxruntime(graph: Graph, feed: dict[str, np.ndarray], opt_level: str = "all") -> dict[str, Any]:
     try:
         import onnxruntime as ort
     except ImportError:
         raise RuntimeMissing("ONNX Runtime is not installed (pip install onnxruntime)") from None
+    feed = {k: np.asarray(v) for k, v in feed.items()}
+    if opt_level == "all" and _is_qdq(graph):
+        return _capture_ort_optimized(ort, graph, feed)
     from ..loaders.onnx_dump_io import model_with_all_outputs
 
     data, _ = model_with_all_outputs(graph.path)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-                                   "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                                   "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-                                   "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt_level]
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(data, _options(ort, opt_level), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    vals = sess.run(names, {k: np.asarray(v) for k, v in feed.items()})
-    out = {n: np.asarray(feed[n]) for n in graph.inputs}
+    vals = sess.run(names, feed)
+    out = {n: feed[n] for n in graph.inputs}
     out.update({n: np.asarray(v) for n, v in zip(names, vals)})
     return {n: out[n] for n in _order(graph) if n in out}
+
+
+def _capture_ort_optimized(ort, graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, Any]:
+    """QDQ model at level all.  Making every tensor of the *original* model a graph output keeps ORT
+    from fusing DQ -> op -> Q units (a fused unit's intermediates must stay observable), so such a
+    capture is not what the deployed model computes.  Instead: ORT saves the graph it optimized
+    (``optimized_model_filepath``), the optimized graph's node outputs become graph outputs and it
+    runs with optimizations disabled (it is already optimized; nothing left to fuse), and its final
+    outputs must equal those of a plain session on the original model at level all (checked per
+    sample, else an error).  Tensors are named back to the original model
+    (``onnx_dump_io.optimized_with_outputs``); uint8 tensors ORT re-encoded from int8 (x86
+    QDQS8ToU8Transformer: zero point + 128, same scale) are shifted back by 128, channels-last tensors
+    of ORT's NHWC layout transformer are transposed back; a tensor that cannot be reconciled with the
+    original's dtype and shape is left out.  Intermediate tensors ORT fused away (the DQ outputs, the
+    float op outputs of a unit) do not exist on the device and are not in the dump."""
+    import tempfile
+    from pathlib import Path
+
+    from ..loaders.onnx_dump_io import optimized_with_outputs
+
+    plain_so = _options(ort, "all")
+    with tempfile.TemporaryDirectory(prefix="refinterp-ort-") as d:
+        plain_so.optimized_model_filepath = str(Path(d) / "optimized.onnx")
+        plain = ort.InferenceSession(graph.path, plain_so, providers=["CPUExecutionProvider"])
+        opt_bytes = Path(plain_so.optimized_model_filepath).read_bytes()
+    data, mapping = optimized_with_outputs(opt_bytes, graph.path)
+    sess = ort.InferenceSession(data, _options(ort, "disable"), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    got = dict(zip(names, sess.run(names, feed)))
+    want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, feed)))
+    for k, v in want.items():
+        if k not in got or not np.array_equal(np.asarray(got[k]), np.asarray(v), equal_nan=True):
+            raise RefinterpError(f"onnxruntime: the optimized graph with every tensor exposed computes output "
+                                 f"'{k}' differently from a plain session; no faithful capture at level all",
+                                 graph.path)
+    out = {n: feed[n] for n in graph.inputs}
+    for o, (target, nhwc) in mapping.items():
+        v = _reconcile(np.asarray(got[o]), graph.tensors.get(target), nhwc)
+        if v is not None:
+            out.setdefault(target, v)
+    return {n: out[n] for n in _order(graph) if n in out}
+
+
+def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:
+    """ORT's storage of a tensor -> the original model's: int8 re-encoded as uint8 (codes + 128, exact),
+    channels-last layout (N, spatial..., C) -> (N, C, spatial...).  None when the result does not have
+    the original tensor's dtype and (known dimensions of its) shape."""
+    if info is None:
+        return None
+    if info.dtype == "int8" and v.dtype == np.uint8:
+        v = (v.astype(np.int16) - 128).astype(np.int8)
+    if channels_last:
+        if v.ndim < 3:
+            return None
+        v = np.ascontiguousarray(np.moveaxis(v, -1, 1))
+    if str(v.dtype) != info.dtype:
+        return None
+    if info.shape is not None and (len(info.shape) != v.ndim or
+                                   any(d is not None and d != e for d, e in zip(info.shape, v.shape))):
+        return None
+    return v
 
 
 def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],

@@ -1,4 +1,4 @@
-"""LiteRT optimized MUL, 8-bit (variant ``tflite_opt``).
+"""LiteRT optimized MUL (8-bit) and ADD (general int16), variant ``tflite_opt``.
 
 Source: LiteRT ``tflite/kernels/internal/optimized/integer_ops/mul.h`` (int8 ``MulElementwise`` /
 ``MulSimpleBroadcast``), ``optimized/optimized_ops.h`` (uint8 versions, ``BinaryBroadcastFiveFold``),
@@ -16,12 +16,25 @@ output elements are vector lanes follows the broadcast decomposition: the output
 runs of L contiguous elements (no broadcast: the whole tensor; five-fold broadcast: y4, or y3 when
 y4 == 1), and lane i of a run is vectorised iff i < W * floor(L / W).  Generic (six-D slow)
 broadcasts run the reference code.  int16 MUL uses the reference formula.
+
+ADD int16 with general scales (``pot_scale_int16`` false) and equal input shapes runs
+``optimized_integer_ops::AddElementwiseInt16``; on x86 its NEON loop (via NEON_2_SSE; 16 elements
+per step) folds the left shift into the input shift, so each input is rounded ONCE where the
+reference rounds twice (SRDHM, then a rounding shift):
+
+    x_i = vqrdmulh(shl(q_i - z_i, 15 + shift_i), M_i)     shl: wrapping left / flooring right shift
+    out = RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o) + z_o   (sum wraps in int32)
+
+vqrdmulh(a, M) = (a*M + 2^30) >> 31 (ties up, unlike SRDHM's ties away); RDBP = gemmlowp
+RoundingDivideByPOT (ties away).  Lane outputs saturate to int16 after the clamp.  The last
+size % 16 elements run the scalar reference formula.  8-bit ADD, power-of-two int16 ADD and
+broadcasting ADD run the reference code on x86 (verified: mobilenet_tiny_int16x8 fixture).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..quant.fixedpoint import wrap_int32
+from ..quant.fixedpoint import rdbp, wrap_int32
 from . import qelementwise
 from ._qtflite import mbqm
 from .registry import kernel
@@ -102,3 +115,41 @@ def _mul(p, a, b):
     vec = np.clip(np.clip(t, qlo, qhi), lo, hi).astype(p["dtype"])
     mask = _vector_mask(ref.size, run, width).reshape(ref.shape)
     return np.where(mask, vec, ref)
+
+
+# --- ADD, general int16 -----------------------------------------------------------------------
+
+_NEON_BLOCK = 16
+
+
+def _shl(x, s: int) -> np.ndarray:
+    """vshlq_s32: wrapping left shift for s >= 0, flooring right shift for s < 0."""
+    x = np.asarray(x, _I64)
+    return wrap_int32(x << s) if s >= 0 else x >> -s
+
+
+def _vqrdmulh(a, M: int) -> np.ndarray:
+    """(a*M + 2^30) >> 31 on int32-valued a, 0 < M < 2^31: |a*M| < 2^62, exact in int64; the
+    only saturating case (both INT32_MIN) cannot occur."""
+    return (np.asarray(a, _I64) * M + (1 << 30)) >> 31
+
+
+def _prepare_add(node, ctx):
+    p = qelementwise._prepare_add_sub(False)(node, ctx)
+    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
+
+
+@kernel("Add", VARIANT, prepare=_prepare_add)
+def _add(p, a, b):
+    ref = qelementwise._run_add_sub(p, a, b)
+    if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
+        return ref
+    n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)
+    ls = p["left_shift"]
+    x = _vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
+    y = _vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
+    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]) + p["zo"]
+    lo, hi = p["clamp"]
+    out = ref.reshape(-1).copy()
+    out[:n] = np.clip(np.clip(o, lo, hi), -32768, 32767)  # vqmovn_s32 after the clamp
+    return out.reshape(ref.shape)

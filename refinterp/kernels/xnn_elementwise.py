@@ -114,7 +114,7 @@ def _run_mul(p, a, b):
 
 
 register("Add", _binary_refusal("add"), _prepare_add_sub(1), _run_add,
-         qelementwise._prepare_add_sub(False), qelementwise._run_add_sub)
+         opt_elementwise._prepare_add, opt_elementwise._add)
 register("Sub", _binary_refusal("add"), _prepare_add_sub(-1), _run_add,
          qelementwise._prepare_add_sub(True), qelementwise._run_add_sub)
 register("Mul", _binary_refusal("mul"), _prepare_mul, _run_mul, opt_elementwise._prepare_mul, opt_elementwise._mul)

@@ -4,9 +4,12 @@
   ``*.tensorproto``) -> (name, array).  External data is refused (no side files are opened).
 * ``model_with_all_outputs(path)``: the model's bytes with every intermediate tensor made a graph
   output, so ONNX Runtime returns all of them (used by ``refinterp capture --runtime onnxruntime``).
+* ``optimized_with_outputs(opt_bytes, orig_path)``: the same for ONNX Runtime's saved optimized model,
+  with the correspondence of its tensors to the original model's (the QDQ capture at level all).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +76,87 @@ def model_with_all_outputs(path: str | Path) -> tuple[bytes, list[str]]:
                     g.output.append(onnx.ValueInfoProto(name=o))
                     have.add(o)
     return m.SerializeToString(), names
+
+
+# ORT contrib ops that fuse a float op with its activation (or similar): the fused node carries the
+# first op's name but outputs what the last op computed, so its output is not the named node's output.
+_FLOAT_FUSIONS = {"FusedConv", "FusedGemm", "FusedMatMul", "BiasGelu", "FastGelu", "BiasSoftmax",
+                  "SkipLayerNormalization", "LayerNormalization", "Attention", "MultiHeadAttention"}
+_ACTIVATIONS = ("Relu", "Clip")  # ORT's ReluQuantFusion / ClipQuantFusion remove these before a Q
+_TOKEN = re.compile(r"(_token_\d+)+$")
+
+
+def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[bytes, dict[str, tuple[str, bool]]]:
+    """ONNX Runtime's saved optimized model (``SessionOptions.optimized_model_filepath``) with every node
+    output made a graph output, and ``{optimized tensor: (original tensor, channels_last)}`` for the
+    outputs that stand for a tensor of the original model (``channels_last``: produced by an ``Nhwc*``
+    op or one with ``channels_last = 1``, i.e. laid out (N, spatial..., C)).
+
+    Correspondence (ORT keeps node names through its transformers, adding ``_token_N`` suffixes): a
+    node's output is matched to (1) the original tensor of the same name, else (2) the output of the
+    original node of the same name (suffixes removed), followed through a single-consumer Relu/Clip
+    and a single QuantizeLinear when they follow it (a fused DQ -> op -> Q unit outputs the Q's
+    tensor; ORT moves the Q of data-movement ops such as MaxPool / Reshape before them, which gives the
+    same integers).  Nodes ORT created (layout Transposes, moved Qs) and float fusions (``FusedConv``
+    ...: the output is the activation's, not the named node's) match nothing and are not captured.
+    Values may still differ in storage from the original tensor (uint8 re-encoding of int8, NHWC
+    layout); the caller reconciles them against the original tensor's dtype and shape."""
+    import onnx
+
+    from .onnx import parse_model
+    from .onnx_external import load_external
+
+    opt = parse_model(opt_bytes, "<onnxruntime optimized model>")
+    try:
+        data = Path(orig_path).read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read ({e.strerror or e})", str(orig_path)) from None
+    orig = parse_model(data, str(orig_path))
+    load_external(orig, Path(orig_path).parent, str(orig_path))
+    og = orig.graph
+    orig_tensors = {i.name for i in og.input} | {o for n in og.node for o in n.output if o}
+    by_name = {n.name: n for n in og.node if n.name}
+    consumers: dict[str, list] = {}
+    for n in og.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    graph_outs = {o.name for o in og.output}
+
+    def follow(t: str) -> str:
+        for _ in range(len(_ACTIVATIONS) + 1):
+            cons = consumers.get(t, [])
+            if t in graph_outs or len(cons) != 1:
+                return t
+            c = cons[0]
+            if c.op_type in _ACTIVATIONS:
+                t = c.output[0]
+                continue
+            return c.output[0] if c.op_type == "QuantizeLinear" else t
+        return t
+
+    g = opt.graph
+    have = {o.name for o in g.output}
+    mapping: dict[str, tuple[str, bool]] = {}
+    taken: set[str] = set()
+    for n in g.node:
+        for k, o in enumerate(n.output):
+            if not o:
+                continue
+            if o not in have:
+                g.output.append(onnx.ValueInfoProto(name=o))
+                have.add(o)
+            if o in orig_tensors:
+                target = o
+            elif n.op_type in _FLOAT_FUSIONS or k > 0:
+                continue
+            else:
+                src = by_name.get(_TOKEN.sub("", n.name))
+                if src is None or not src.output or not src.output[0]:
+                    continue
+                target = follow(src.output[0])
+            if target not in taken:
+                nhwc = n.op_type.startswith("Nhwc") or any(
+                    a.name == "channels_last" and a.i == 1 for a in n.attribute)
+                mapping[o] = (target, nhwc)
+                taken.add(target)
+    return opt.SerializeToString(), mapping

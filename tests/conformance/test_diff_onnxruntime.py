@@ -122,3 +122,43 @@ def test_several_samples_and_bad_input_exit_codes(work, tmp_path, capsys):
                  "--out", str(d / "dump")]) == 2  # non-empty folder, no --overwrite
     err = capsys.readouterr().err
     assert err.count("refinterp: error:") == 3
+
+
+QDQ_MODEL = str(Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "small_cnn_qdq_s8s8.onnx")
+
+
+def test_qdq_capture_at_level_all_is_the_deployed_arithmetic(tmp_path):
+    """A quantize_static QDQ model captured at the default level (all): the dump holds what the fused
+    graph computes (ORT's optimized graph, named back to the model), its final output equals a plain
+    ORT session's, and under onnxruntime-cpu every aligned integer tensor is exact."""
+    import onnxruntime as ort
+
+    g = load(QDQ_MODEL)
+    x = np.random.default_rng(3).standard_normal((2,) + tuple(g.tensors[g.inputs[0]].shape)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", **{g.inputs[0]: x})
+    assert main(["capture", QDQ_MODEL, "--runtime", "onnxruntime", "--inputs", str(tmp_path / "in.npz"),
+                 "--out", str(tmp_path / "dump")]) == 0
+    dump = read_npy_dump(tmp_path / "dump")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    plain = ort.InferenceSession(QDQ_MODEL, so, providers=["CPUExecutionProvider"])
+    for k in range(2):
+        want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, {g.inputs[0]: x[k]})))
+        for name, v in want.items():
+            assert np.array_equal(np.asarray(dump.tensors[name].samples[k]), v), name
+    # fused units: their DQ outputs and float op outputs do not exist on the device
+    assert "relu" not in dump.tensors and "input_DequantizeLinear_Output" not in dump.tensors
+    quantized = [n for n in dump.tensors if n.endswith("_QuantizeLinear_Output")]
+    assert len(quantized) >= 10
+    rc = main(["diff", QDQ_MODEL, "--scheme", "onnxruntime-cpu", "--against", str(tmp_path / "dump"),
+               "--json", str(tmp_path / "r.json"), "--quiet"])
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rc == 0 and rep["first_divergence"] is None and rep["dump_only"] == []
+    aligned = {t["name"]: t for t in rep["tensors"] if t["metrics"]}
+    assert set(aligned) == set(dump.tensors)
+    for name, t in aligned.items():
+        if t["dtype"] in ("int8", "uint8", "int32"):
+            assert t["status"] == "exact" and t["metrics"]["exact_fraction"] == 1.0, name
+        else:  # float tensors: the float island (ReduceMean) is within the float tolerance
+            assert t["status"] in ("exact", "within"), name
+    assert all(aligned[n]["status"] == "exact" for n in quantized)
