@@ -2,7 +2,7 @@
 
 Source: LiteRT ``tflite/kernels/internal/optimized/integer_ops/mul.h`` (int8 ``MulElementwise`` /
 ``MulSimpleBroadcast``), ``optimized/optimized_ops.h`` (uint8 versions, ``BinaryBroadcastFiveFold``),
-``reference/process_broadcast_shapes.h``.
+``reference/process_broadcast_shapes.h``; ``optimized/integer_ops/add.h`` (``AddElementwiseInt16``).
 
 The vector loop (NEON via NEON_2_SSE on x86; int8: 16 lanes, uint8: 8 lanes) computes the same
 y = MBQM((a - z1)(b - z2)) as the reference, then narrows to int16 with saturation, adds the output
@@ -27,8 +27,9 @@ reference rounds twice (SRDHM, then a rounding shift):
 
 vqrdmulh(a, M) = (a*M + 2^30) >> 31 (ties up, unlike SRDHM's ties away); RDBP = gemmlowp
 RoundingDivideByPOT (ties away).  Lane outputs saturate to int16 after the clamp.  The last
-size % 16 elements run the scalar reference formula.  8-bit ADD, power-of-two int16 ADD and
-broadcasting ADD run the reference code on x86 (verified: mobilenet_tiny_int16x8 fixture).
+size % 16 elements run the scalar reference formula.  8-bit ADD, power-of-two int16 ADD,
+broadcasting ADD and int16 SUB run the reference code on x86 (verified against LiteRT 2.3.0:
+tests/conformance/test_tflite_opt_int16_add.py, the mobilenet_tiny_int16x8 fixture).
 """
 from __future__ import annotations
 
