@@ -30,6 +30,14 @@ def _short(v, limit: int = 6):
     return v
 
 
+def _short_name(name: str, width: int = 40) -> str:
+    """Converter names are long (';'-joined): keep both ends; --json holds the full names."""
+    if len(name) <= width:
+        return name
+    head = width // 2 - 1
+    return name[:head] + "…" + name[-(width - head - 1):]
+
+
 def describe_plan(plan) -> dict:
     if hasattr(plan, "describe"):
         d = plan.describe()
@@ -72,6 +80,8 @@ def run(args) -> int:
     from rich.table import Table
 
     con = Console()
+    if not con.is_terminal:  # pipes and logs: no 80-column squeeze
+        con = Console(width=180)
     con.print(f"[bold]{g.path}[/] ({g.format}) · {len(g.nodes)} nodes · {len(g.tensors)} tensors")
     for kind, names in (("input", g.inputs), ("output", g.outputs)):
         for name in names:
@@ -79,12 +89,11 @@ def run(args) -> int:
             con.print(f"  {kind} {name}: {t.dtype} {list(t.shape) if t.shape is not None else '?'} {_quant(t)}")
     t = Table(show_lines=bool(sess))
     for c in ("#", "node", "op", "source op", "output", "quant") + (("variant", "plan"),)[0] * bool(sess):
-        t.add_column(c, overflow="fold")
+        t.add_column(c, overflow="fold", no_wrap=c in ("#", "node", "op", "source op", "variant"))
     for i, n in enumerate(g.nodes):
         out = g.tensors.get(n.outputs[0]) if n.outputs else None
-        row = [str(i), n.name, n.op, n.source_op, f"{n.outputs[0] if n.outputs else ''} "
-               f"{out.dtype if out else ''}{list(out.shape) if out is not None and out.shape is not None else ''}",
-               _quant(out)]
+        shape = list(out.shape) if out is not None and out.shape is not None else ""
+        row = [str(i), _short_name(n.name), n.op, n.source_op, f"{out.dtype if out else ''}{shape}", _quant(out)]
         if sess:
             st = sess.steps[i]
             plan = describe_plan(st.plan)
