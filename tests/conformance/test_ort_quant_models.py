@@ -234,14 +234,18 @@ def test_qoperator_standard_ops_vs_onnx_reference(tmp_path, name):
 _FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx")) if FIXTURES.is_dir() else []
 
 
+# Known, measured mismatches (strict: the test fails if one of them starts to match, so this list stays true).
+_FLOAT_ORDER_MISMATCH = {("small_cnn", "qdq_s16s8"), ("small_cnn", "qdq_u16u8"), ("se_mobilenet", "qdq_u16u8")}
+
+
 @pytest.mark.parametrize("name", list(_MODELS))
 @pytest.mark.parametrize("fmt", ["qdq_s16s8", "qdq_s8s4", "qdq_u16u8"])
 def test_quantize_static_qdq_other_widths_vs_ort_default(request, quantized, name, fmt):
     """16-bit activations / 4-bit weights: units with a 16-bit or 4-bit tensor are not fused (ORT's
     QLinear kernels are 8-bit), so they run DQ -> float op -> Q; 8-bit units still fuse."""
-    if "16" in fmt and name != "attention":
+    if (name, fmt) in _FLOAT_ORDER_MISMATCH:
         request.applymarker(pytest.mark.xfail(
-            strict=False, reason="known: a float Conv between DQ and Q sums in a different order than "
+            strict=True, reason="known: a float Conv between DQ and Q sums in a different order than "
                      "MLAS (NCHWc / SGEMM FMA chains); with 16-bit steps 1-ulp differences flip a few codes"))
     assert _compare(quantized(name, fmt), "onnxruntime-cpu", "ort", "ALL") > 0
 
