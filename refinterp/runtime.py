@@ -73,6 +73,9 @@ class Session:
                             and storage_dtype(t.dtype).kind in "iu") for t in outs)
         except RefinterpError:
             raise
+        except MemoryError:  # e.g. a lookup table over a 32-bit type a hostile model declares
+            raise ResourceError(f"node '{node.name}' ({node.source_op or node.op}) ran out of memory while "
+                                f"preparing", self.graph.path) from None
         # AttributeError / OverflowError: a malformed model (a required input absent, no quantization
         # where the kernel needs it, an infinite scale); reported per node, never a traceback.
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError, AttributeError,
@@ -169,7 +172,11 @@ class Session:
                                      f"has no value", self.graph.path)
             v = info.const
         if st.dequant[j] and v.dtype.kind in "iu":
-            v = dequantize(v, self.graph.tensors[name].quant)
+            try:
+                v = dequantize(v, self.graph.tensors[name].quant)
+            except (ValueError, IndexError) as e:  # quantization axis/scales inconsistent with the value
+                raise ModelError(f"tensor '{name}' (input of node '{st.node.name}') cannot be dequantized: {e}",
+                                 self.graph.path) from None
         return v
 
     def _exec_step(self, st: Step, args: list, timing: bool = False) -> dict[str, np.ndarray]:

@@ -107,7 +107,8 @@ def _check_size(shape, itemsize: int, what: str, where: str) -> None:
         if d is not None and d < 0:
             raise ModelError(f"{what} has a negative dimension in shape {list(shape)}", where)
     n = element_count(shape, what, where)
-    if n * itemsize > ABSURD_BYTES:
+    # a zero dim makes the product 0, but NumPy still cannot form strides for [0, 2**62, 2**62]
+    if element_count([max(int(d), 1) for d in shape if d is not None], what, where) * itemsize > ABSURD_BYTES:
         raise ModelError(f"{what} has an absurd shape {list(shape)}", where)
     check_alloc(n, itemsize, f"{what} (shape {list(shape)})", where)
 
@@ -264,6 +265,12 @@ def _check_required_inputs(n: onnx.NodeProto, opset: int, label: str, where: str
             continue
         if k >= len(n.input) or not n.input[k]:
             raise ModelError(f"node '{label}' ({n.op_type}) lacks its required input {k} ('{formal.name}')", where)
+    for a in n.attribute:  # an attribute of the wrong kind (a STRING "axis") would reach int() in a kernel
+        declared = schema.attributes.get(a.name)
+        if declared is not None and int(a.type) != int(declared.type):
+            raise ModelError(f"node '{label}' ({n.op_type}) attribute '{a.name}' has type "
+                             f"{AttributeProto.AttributeType.Name(a.type)}, expected "
+                             f"{AttributeProto.AttributeType.Name(int(declared.type))}", where)
 
 
 def _node_names(gp: onnx.GraphProto) -> list[str]:

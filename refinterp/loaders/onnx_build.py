@@ -67,6 +67,12 @@ class BuildContext:
         if t is None:
             raise ModelError(f"node '{node.name}' ({node.source_op}): tensor '{name}' is not described",
                              self.where)
+        if qp.axis is not None and qp.scale.size > 1 and not qp.block_size and t.shape is not None:
+            ax = qp.axis + len(t.shape) if qp.axis < 0 else qp.axis
+            if not 0 <= ax < len(t.shape) or t.shape[ax] not in (None, qp.scale.size):
+                raise ModelError(f"node '{node.name}' ({node.source_op}): {qp.scale.size} per-axis scales for "
+                                 f"tensor '{name}' do not match axis {qp.axis} of its shape {list(t.shape)}",
+                                 self.where)
         old = t.quant
         if old is not None and not (old.axis == qp.axis and np.array_equal(old.scale, qp.scale)
                                     and np.array_equal(old.zero_point, qp.zero_point)):

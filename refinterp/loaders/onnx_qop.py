@@ -89,6 +89,9 @@ def _storage_dtype(ctx: BuildContext, z: str, fallback: str) -> str:
     return str(v.dtype) if v is not None else fallback
 
 
+_QTYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
+
+
 def convert_qop(n: Node, ctx: BuildContext) -> Node | None:
     """Rewrite ``n`` in place when it is a QOperator op; returns it, or None for other ops."""
     spec = SPECS.get(n.op)
@@ -99,6 +102,10 @@ def convert_qop(n: Node, ctx: BuildContext) -> Node | None:
     data_qps = []
     for k, (v, s, z) in enumerate(spec.data):
         name = _inp(n, v)
+        dt = ctx.dtype(name, "")
+        if dt and dt not in _QTYPES:
+            raise ModelError(f"node '{n.name}' ({n.source_op}): quantized input '{name}' has dtype {dt}; "
+                             f"expected one of {', '.join(_QTYPES)}", ctx.where)
         qp = _params(n, ctx, name, _inp(n, s), _inp(n, z), _weight_axis(n, spec.op) if k == 1 else -1)
         ctx.set_quant(name, qp, n)
         data_qps.append(qp)

@@ -152,7 +152,7 @@ class _Reader:
         itemsize = _ITEMSIZE.get(dtype) or _itemsize(dtype)
         if itemsize is None:
             raise self.fail(f"tensor '{name}' (index {i}) has unsupported type {tname}")
-        if element_count(shape, name, self.where) * itemsize > ABSURD_BYTES:
+        if element_count([max(d, 1) for d in shape], name, self.where) * itemsize > ABSURD_BYTES:
             raise self.fail(f"tensor '{name}' (index {i}) has an absurd shape {list(shape)}")
         check_shape(shape, itemsize, f"tensor '{name}' (index {i})", self.where)
         sig = _vec(t.ShapeSignatureAsNumpy())

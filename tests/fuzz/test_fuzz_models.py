@@ -34,7 +34,7 @@ def random_feeds(graph, seed: int, specials: bool) -> dict[str, np.ndarray] | No
     for name in graph.inputs:
         info = graph.tensors[name]
         shape = tuple(1 if d is None or d < 0 else int(d) for d in (info.shape or ()))
-        if int(np.prod(shape, dtype=np.float64)) > MAX_FEED_ELEMENTS:
+        if int(np.prod([max(d, 1) for d in shape], dtype=np.float64)) > MAX_FEED_ELEMENTS:
             return None
         try:
             dt = storage_dtype(info.dtype)
