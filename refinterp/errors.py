@@ -1,6 +1,9 @@
 """One error hierarchy.  The CLI prints ``str(err)`` on one line and exits 2."""
 from __future__ import annotations
 
+import tokenize
+import zipfile
+
 
 class RefinterpError(Exception):
     """Base class.  ``where`` names the file (and optionally a location inside it)."""
@@ -41,3 +44,10 @@ class OutputError(RefinterpError):
 
 class ResourceError(RefinterpError):
     """A tensor or file would exceed the memory budget."""
+
+
+# What NumPy, zipfile, json and our own field conversions raise on a malformed file (as opposed to a
+# bug): readers turn these into their own RefinterpError at their public entry point.
+MALFORMED_DATA = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, EOFError,
+                  NotImplementedError, RuntimeError, UnicodeError, OSError, zipfile.BadZipFile,
+                  tokenize.TokenError)

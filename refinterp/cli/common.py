@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, OutputError
+from ..errors import MALFORMED_DATA, InputError, OutputError
 from ..fsutil import atomic_write
 from ..ir import Graph, storage_dtype
 
@@ -25,8 +25,8 @@ def _load_npy(path: str) -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError("no such file", path) from None
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"not a readable .npy file without pickle ({e})", path) from None
+    except MALFORMED_DATA as e:
+        raise InputError(f"not a readable .npy file without pickle ({type(e).__name__}: {e})", path) from None
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
@@ -39,8 +39,8 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise InputError("no such file", path) from None
     except InputError:
         raise
-    except (ValueError, OSError, EOFError, KeyError) as e:
-        raise InputError(f"not a readable .npz archive without pickle ({e})", path) from None
+    except MALFORMED_DATA as e:
+        raise InputError(f"not a readable .npz archive without pickle ({type(e).__name__}: {e})", path) from None
 
 
 def random_inputs(graph: Graph, seed: int) -> dict[str, np.ndarray]:
