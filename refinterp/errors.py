@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import tokenize
 import zipfile
+from contextlib import contextmanager
+from typing import Iterator
 
 
 class RefinterpError(Exception):
@@ -51,3 +53,17 @@ class ResourceError(RefinterpError):
 MALFORMED_DATA = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, EOFError,
                   NotImplementedError, RuntimeError, UnicodeError, OSError, zipfile.BadZipFile,
                   tokenize.TokenError)
+
+
+@contextmanager
+def malformed_as(cls: type[RefinterpError], what: str, where: str) -> Iterator[None]:
+    """Inside a reader's entry point: malformed data becomes ``cls`` (one line naming ``where``),
+    exhaustion becomes ResourceError; RefinterpErrors pass unchanged."""
+    try:
+        yield
+    except RefinterpError:
+        raise
+    except MemoryError:
+        raise ResourceError(f"the {what} needs more memory than is available", where) from None
+    except MALFORMED_DATA as e:
+        raise cls(f"malformed {what} ({type(e).__name__}: {e})", where) from None

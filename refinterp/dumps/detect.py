@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..errors import MALFORMED_DATA, DumpError, RefinterpError, ResourceError
+from ..errors import DumpError, malformed_as
 from .model import Dump, merge_samples
 
 
@@ -130,14 +130,8 @@ def detect_format(path: str | Path) -> str | None:
 
 def read_dump(path: str | Path, fmt: str | None = None) -> Dump:
     """Read any supported dump; a malformed one raises DumpError (ResourceError when too large)."""
-    try:
+    with malformed_as(DumpError, "dump", str(path)):
         return _read_dump(path, fmt)
-    except RefinterpError:
-        raise
-    except MemoryError:
-        raise ResourceError("the dump needs more memory than is available", str(path)) from None
-    except MALFORMED_DATA as e:
-        raise DumpError(f"malformed dump ({type(e).__name__}: {e})", str(path)) from None
 
 
 def _read_dump(path: str | Path, fmt: str | None = None) -> Dump:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MALFORMED_DATA, GoldenError, OutputError, RefinterpError, ResourceError
+from ..errors import GoldenError, OutputError, malformed_as
 from ..ir import QuantParams, TensorInfo
 
 FORMAT_NAME = "refinterp-golden"
@@ -126,14 +126,8 @@ def write_case(folder: Path, case: Case) -> Path:
 
 def read_case(folder: str | Path) -> Case:
     """Read one case folder; a malformed one raises GoldenError."""
-    try:
+    with malformed_as(GoldenError, "case", str(folder)):
         return _read_case(folder)
-    except RefinterpError:
-        raise
-    except MemoryError:
-        raise ResourceError("the case needs more memory than is available", str(folder)) from None
-    except MALFORMED_DATA as e:
-        raise GoldenError(f"malformed case ({type(e).__name__}: {e})", str(folder)) from None
 
 
 def _read_case(folder: str | Path) -> Case:
