@@ -23,9 +23,24 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], *, binary
     try:
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
             write(f)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; give the file the user's usual mode
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return p
+
+
+def temp_dir_beside(final: Path) -> Path:
+    """A fresh folder next to ``final`` (renamed into place by the caller), with the user's usual
+    folder mode rather than mkdtemp's 0700."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    os.chmod(tmp, 0o777 & ~umask())
+    return tmp
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

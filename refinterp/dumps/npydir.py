@@ -19,13 +19,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, temp_dir_beside
 from ..errors import DumpError, OutputError
 from ..ir import QuantParams
 from .model import Dump, DumpTensor
@@ -110,7 +109,7 @@ def write_npy_dump(out_dir: str | os.PathLike, tensors: Mapping[str, np.ndarray]
     fresh = not out.exists()
     if fresh:
         out.parent.mkdir(parents=True, exist_ok=True)
-    target = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)) if fresh else out
+    target = temp_dir_beside(out) if fresh else out
     try:
         for name, a in arrays.items():
             fname = stems[name] + ".npy"

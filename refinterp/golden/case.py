@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GoldenError, OutputError, malformed_as
+from ..fsutil import temp_dir_beside
 from ..ir import QuantParams, TensorInfo
 
 FORMAT_NAME = "refinterp-golden"
@@ -112,7 +112,7 @@ def write_case(folder: Path, case: Case) -> Path:
     folder = Path(folder)
     if folder.exists():
         raise OutputError("case folder already exists", str(folder))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    tmp = temp_dir_beside(folder)
     try:
         (tmp / CASE_FILE).write_text(json.dumps(case.meta, indent=1, sort_keys=False) + "\n")
         np.savez(tmp / TENSORS_FILE, **{k: np.ascontiguousarray(v) for k, v in case.arrays.items()})

@@ -98,3 +98,20 @@ def test_unknown_scheme(tmp_path):
     p = _tiny_onnx(tmp_path / "m.onnx")
     r = _cli("run", p, "--scheme", "no-such-scheme")
     assert r.returncode == 2 and "unknown scheme 'no-such-scheme'" in r.stderr
+
+
+def test_written_files_get_the_users_usual_mode(tmp_path):
+    """Atomic writes go through mkstemp/mkdtemp (0600/0700); the results must not stay private."""
+    import os
+    import stat
+
+    p = _tiny_onnx(tmp_path / "m.onnx")
+    old = os.umask(0o022)
+    try:
+        assert main(["run", str(p), "--random-inputs", "0", "--outputs", str(tmp_path / "o.npz"),
+                     "--dump", str(tmp_path / "d"), "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "o.npz").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "d" / "manifest.json").stat().st_mode) == 0o644
