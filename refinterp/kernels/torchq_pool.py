@@ -74,24 +74,19 @@ def qnnpack_avgpool(p, x):
     return out.astype(p["dtype"])
 
 
-def _gap_prepare(node, ctx) -> dict:
-    p = _prepare(node, ctx)
-    return p
-
-
 def _gap_acc(p, x):
     x = np.asarray(x).astype(np.int64)
     n = int(np.prod(x.shape[2:]))
     return x.sum(axis=tuple(range(2, x.ndim)), keepdims=True) - p["zx"] * n, n
 
 
-@ort_kernel("GlobalAveragePool", "fbgemm", _gap_prepare)
+@ort_kernel("GlobalAveragePool", "fbgemm", _prepare)
 def fbgemm_gap(p, x):
     acc, n = _gap_acc(p, x)
     return _fbgemm(p, acc, n).astype(p["dtype"])
 
 
-@ort_kernel("GlobalAveragePool", "qnnpack", _gap_prepare)
+@ort_kernel("GlobalAveragePool", "qnnpack", _prepare)
 def qnnpack_gap(p, x):
     acc, n = _gap_acc(p, x)
     scale = F32(F32(p["xs"]) / F32(F32(p["ys"]) * F32(n)))
