@@ -116,14 +116,16 @@ def _merge_settings(into: dict[str, Any], over: dict[str, Any] | None) -> None:
             into[k] = list(v) if isinstance(v, list) else v
 
 
+def _is_int(t) -> bool:
+    return t.dtype.startswith(("int", "uint"))
+
+
+def _is_quant_int(t) -> bool:
+    return t is not None and t.quant is not None and _is_int(t)
+
+
 def _has_quantized_int_output(node, graph) -> bool:
-    if graph is None:
-        return False
-    for o in node.outputs:
-        t = graph.tensors.get(o) if o else None
-        if t is not None and t.quant is not None and t.dtype.startswith(("int", "uint")):
-            return True
-    return False
+    return graph is not None and any(_is_quant_int(graph.tensors.get(o)) for o in node.outputs if o)
 
 
 def _is_float_node(node, graph) -> bool:
@@ -136,11 +138,10 @@ def _is_float_node(node, graph) -> bool:
         return [t for t in (graph.tensors.get(n) for n in names if n) if t is not None and t.const is None]
 
     ins, outs = live(node.inputs), live(node.outputs)
-    if any(t.quant is not None and t.dtype.startswith(("int", "uint")) for t in ins + outs):
+    if any(_is_quant_int(t) for t in ins + outs):
         return False
     # integer in, integer out with no quantization (MatMulInteger, ConvInteger...): integer compute
-    return not (any(t.dtype.startswith(("int", "uint")) for t in ins)
-                and any(t.dtype.startswith(("int", "uint")) for t in outs))
+    return not (any(_is_int(t) for t in ins) and any(_is_int(t) for t in outs))
 
 
 def _is_hybrid_node(node, graph) -> bool:
@@ -149,7 +150,7 @@ def _is_hybrid_node(node, graph) -> bool:
     if graph is None or not _is_float_node(node, graph):
         return False
     consts = [t for t in (graph.tensors.get(n) for n in node.inputs if n) if t is not None and t.const is not None]
-    return any(t.quant is not None and t.dtype.startswith(("int", "uint")) for t in consts)
+    return any(_is_quant_int(t) for t in consts)
 
 
 def _take_hybrid(settings: dict[str, Any], hybrid_node: bool) -> bool:
