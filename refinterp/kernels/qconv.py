@@ -38,7 +38,8 @@ from ..quant.params import (Requant, accumulate_overflow, activation_range, chan
 from ..quant.requant import Rounding
 from . import conv as _fconv
 from . import conv_transpose as _ftconv
-from .fast.qconv_fast import fast_conv, fast_depthwise
+from .fast.qconv_fast import fast_conv
+from .fast.qdepthwise_fast import fast_depthwise
 from .fast.requant import conv_finish
 from .registry import kernel
 

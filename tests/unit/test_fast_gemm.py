@@ -14,7 +14,8 @@ import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
 from refinterp.kernels import conv_transpose as ftconv
-from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
+from refinterp.kernels.fast.qconv_fast import fast_conv
+from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
 from refinterp.kernels.fast.qmatmul_fast import fast_bmm, fast_fc
 from refinterp.kernels.fast.requant import conv_finish
 from refinterp.kernels.registry import PrepareContext, lookup

@@ -14,7 +14,8 @@ import pytest
 from refinterp.ir import Node, QuantParams, TensorInfo
 from refinterp.kernels import conv as fconv
 from refinterp.kernels._spatial import ints, resolve_window
-from refinterp.kernels.fast.qconv_fast import fast_conv, fast_depthwise
+from refinterp.kernels.fast.qconv_fast import fast_conv
+from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
 from refinterp.kernels.fast.requant import fused_requant
 from refinterp.kernels.registry import PrepareContext, lookup
 from refinterp.quant.fixedpoint import wrap_int32
