@@ -19,12 +19,13 @@ import numba
 import numpy as np
 
 from .. import conv as _fconv
-from .._spatial import ints, resolve_window, window_offsets
+from .._spatial import ints, resolve_window
 from .requant import bias_array, fused_runner, overflow_mode, rq_arrays
 
 _F32_EXACT = (1 << 24) - 1
 _MIN_F32_CHUNK = 32
 _CACHE: dict[tuple, tuple] = {}  # (id(plan), dtype) -> (plan, prepared weights); the plan is kept alive
+_GEO: dict[tuple, tuple] = {}  # (id(plan), shape, dtype) -> (plan, geometry)
 
 
 def _conv_prep(plan, cin: int, x_dtype: np.dtype):
@@ -56,6 +57,45 @@ def _minus_zp(x, zx, out):  # pragma: no cover - compiled
         out[i] = x[i] - zx
 
 
+@numba.njit(cache=True)
+def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
+    """xp (N, Hp, Wp, C) <- x - zx placed at (pt, pl), 0 elsewhere (|x - zx| < 2^17: exact)."""
+    n, h, w, c = x.shape
+    xp[:] = 0
+    for b in range(n):
+        for y in range(h):
+            for xx in range(w):
+                for ci in range(c):
+                    xp[b, y + pt, xx + pl, ci] = x[b, y, xx, ci] - zx
+
+
+@numba.njit(cache=True)
+def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, cols):  # pragma: no cover - compiled
+    """cols[(b, oy, ox), (ky, kx, c)] = xp[b, oy*sh + ky*dh, ox*sw + kx*dw, c]; with dw == 1 each
+    (ky) row is one contiguous run of kw*C values."""
+    n, hp, wp, c = xp.shape
+    flat = xp.reshape(n, hp, wp * c)
+    r = 0
+    for b in range(n):
+        for oy in range(oh):
+            for ox in range(ow):
+                k = 0
+                for ky in range(kh):
+                    src = flat[b, oy * sh + ky * dh]
+                    if dw == 1:
+                        s0 = ox * sw * c
+                        for t in range(kw * c):
+                            cols[r, k + t] = src[s0 + t]
+                        k += kw * c
+                    else:
+                        for kx in range(kw):
+                            s0 = (ox * sw + kx * dw) * c
+                            for t in range(c):
+                                cols[r, k + t] = src[s0 + t]
+                            k += c
+                r += 1
+
+
 def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float):
     """(compute dtype, chunk length) for an exact GEMM over K terms."""
     ii = np.iinfo(x_dtype)
@@ -71,32 +111,48 @@ def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float):
     return np.float64, K
 
 
+def _geometry(plan, x: np.ndarray):
+    """Per (plan, input shape, dtype), computed once: (prepared weights, window, plain GEMM?) or
+    None when the case is not covered."""
+    key = (id(plan), x.shape, x.dtype.str)
+    hit = _GEO.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    fp = plan.fplan
+    geo = None
+    if fp.group == 1 and fp.layout == "NHWC" and x.ndim == 4 and plan.w is not None and x.dtype.kind in "iu":
+        prep = _conv_prep(plan, x.shape[-1], x.dtype)
+        if prep is not None and (fp.kernel_shape is None or tuple(fp.kernel_shape) == prep[0]):
+            win = resolve_window(x.shape[1:3], prep[0], ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
+                                 fp.auto_pad, where=fp.name)
+            plain = prep[0] == (1, 1) and not any(win.pad_begin) and not any(win.pad_end)
+            geo = (prep, win, plain)
+    _GEO[key] = (plan, geo)
+    return geo
+
+
 def fast_conv(plan, x) -> np.ndarray | None:
     x = np.ascontiguousarray(x)
-    fp = plan.fplan
-    if fp.group != 1 or fp.layout != "NHWC" or x.ndim != 4 or plan.w is None or x.dtype.kind not in "iu":
+    geo = _geometry(plan, x)
+    if geo is None:
         return None
-    prep = _conv_prep(plan, x.shape[-1], x.dtype)
-    if prep is None:
-        return None
-    kshape, cdt, chunk, wc, bias, requant = prep
-    if fp.kernel_shape is not None and tuple(fp.kernel_shape) != kshape:
-        return None
-    win = resolve_window(x.shape[1:3], kshape, ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
-                         fp.auto_pad, where=fp.name)
+    (kshape, cdt, chunk, wc, bias, requant), win, plain = geo
     K, M = wc.shape
-    xs = np.empty(x.shape, cdt)
-    _minus_zp(x.reshape(-1), plan.zx, xs.reshape(-1))  # exact: |x - zx| < 2^17
     n = x.shape[0]
-    if kshape == (1, 1) and not any(win.pad_begin) and not any(win.pad_end):
+    if plain:
+        xs = np.empty(x.shape, cdt)
+        _minus_zp(x.reshape(-1), plan.zx, xs.reshape(-1))  # exact: |x - zx| < 2^17
         sh, sw = win.strides
         if sh > 1 or sw > 1:
             xs = np.ascontiguousarray(xs[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw])
         cols = xs.reshape(-1, K)
-    else:
-        xp = _fconv.pad_channels_last(xs, win)  # zeros: padded cells contribute 0
-        cols = np.concatenate([xp[(slice(None),) + sl] for _, sl in window_offsets(win)], axis=-1)
-        cols = cols.reshape(-1, K)
+    else:  # padded cells hold 0 after the zero point is subtracted: they contribute 0
+        (pt, pl), (pb, pr) = win.pad_begin, win.pad_end
+        xp = np.empty((n, pt + x.shape[1] + max(pb, 0), pl + x.shape[2] + max(pr, 0), x.shape[3]), cdt)
+        _pad_minus_zp(x, plan.zx, pt, pl, xp)
+        cols = np.empty((n * win.out[0] * win.out[1], K), cdt)
+        _im2col(xp, kshape[0], kshape[1], win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                win.out[0], win.out[1], cols)
     acc = cols[:, :chunk] @ wc[:chunk]
     if chunk < K:
         acc = acc.astype(np.float64)

@@ -119,6 +119,41 @@ def _fused_f32(acc, bias, sc32, wrap, zo, lo, hi, out):  # pragma: no cover - co
             out[r, j] = min(max(np.int64(f) + zo, lo), hi)
 
 
+@numba.njit(cache=True)
+def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, zo, ylo, yhi, out):  # pragma: no cover
+    """``double`` / ``upward`` for 8/16-bit outputs, in 32-bit lanes except the one 64-bit product.
+
+    Same result as ``_fused_srdhm`` (int32 wrapping makes ``wrap32(wrap32(acc) + wrap32(bias))``
+    equal ``wrap32(acc + bias)``).  ``acc`` int-valued with |acc| < 2^63.  With 0 <= M < 2^31 and
+    ``a`` int32, SRDHM's ``(a*M + nudge) / 2^31`` (C division, nudge 2^30 or 1 - 2^30) equals
+    ``(a*M + 2^30) >> 31`` (floor) in both signs; the result is int32-valued.  RDBP by ``e``:
+    ``(q + half - (q < 0 ? adj : 0)) >> e`` with half = 2^(e-1) (0 when e = 0), adj = 1 for
+    ``double`` when e > 0 (ties away from zero) and 0 for ``upward`` (ties up).  The result is
+    clamped to [ylo, yhi] = [lo - zo, hi - zo] (int32) before adding zo, so nothing overflows."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            v = np.int32(np.int64(acc[r, j]) + bias32[j])
+            a = np.int32(v << left32[j])
+            q = np.int32((np.int64(a) * np.int64(M32[j]) + 1073741824) >> 31)
+            y = np.int32(q + half32[j] - ((q >> 31) & adj32[j])) >> right32[j]
+            out[r, j] = min(max(y, ylo), yhi) + zo
+
+
+@numba.njit(cache=True)
+def _fused_f32w(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - compiled
+    """``float32_half_even`` with the int32 wrap, for 8/16-bit outputs, in 32-bit lanes:
+    ``rint(f32(wrap32(acc + bias)) * f32(scale))`` clamped in float32 to [lo - zo, hi - zo]
+    (integers below 2^17, exact in float32; the clamp commutes with the monotone int conversion),
+    then + zo.  Equals ``_fused_f32`` with ``wrap`` set."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            v = np.int32(np.int64(acc[r, j]) + bias32[j])
+            f = np.rint(np.float32(v) * sc32[j])
+            out[r, j] = np.int32(min(max(f, flo), fhi)) + zo
+
+
 def rq_arrays(rq, C: int):
     """Per-channel (M, shift, f32 scale, f64 scale, rounding code) int64/float arrays of a
     ``Requant`` over ``C`` channels, or None when a rounding form is not supported here."""
@@ -180,18 +215,38 @@ def run_fused(a2, bias, arrs, overflow: int, rq, out) -> None:
 def fused_runner(arrs, overflow: int, rq):
     """The requantization loop for fixed per-channel arrays, chosen once (callers with a prepared
     plan keep it): a branch-free loop when every channel uses one form (double / upward with
-    M >= 0, or float32_half_even) and the accumulator is wrapped or exact; else the general loop.
-    Returns ``f(a2, bias, out)`` for a 2-D accumulator ``a2`` (channels last) and ``out`` alike."""
+    M >= 0, or float32_half_even) and the accumulator is wrapped or exact (32-bit lanes when the
+    output is 8/16-bit); else the general loop.
+    Returns ``f(a2, bias, out)`` for a 2-D accumulator ``a2`` (channels last) and ``out`` alike;
+    ``bias`` int64, as ``bias_array`` makes it."""
     M, sh, sc32, _, code = arrs
     zo, lo, hi = int(rq.zo), int(rq.lo), int(rq.hi)
     c0 = int(code[0]) if code.size else 0
+    narrow = np.dtype(rq.dtype).itemsize <= 2 and -(1 << 17) < lo - zo <= hi - zo < (1 << 17)
     if overflow != 2 and c0 in (0, 1) and np.all(code == c0) and np.all(M >= 0):
         left, right, upward, wrap = np.maximum(sh, 0), np.maximum(-sh, 0), c0 == 1, overflow == 1
+        if narrow and np.all(M < (1 << 31)) and np.all(right < 32):
+            i32 = np.int32
+            M32, l32, r32 = M.astype(i32), np.minimum(left, 63).astype(i32), right.astype(i32)
+            half = ((np.int64(1) << right) >> 1).astype(i32)
+            adj = np.zeros_like(r32) if upward else (right > 0).astype(i32)
+            ylo, yhi = i32(lo - zo), i32(hi - zo)
+            return lambda a2, bias, out: _fused_srdhm32(a2, _wrap_i32(bias), M32, l32, r32, half, adj, i32(zo),
+                                                        ylo, yhi, out)
         return lambda a2, bias, out: _fused_srdhm(a2, bias, M, left, right, upward, wrap, zo, lo, hi, out)
     if overflow != 2 and c0 == 3 and np.all(code == 3):
         wrap = overflow == 1
+        if wrap and narrow:
+            f32 = np.float32
+            return lambda a2, bias, out: _fused_f32w(a2, _wrap_i32(bias), sc32, np.int32(zo), f32(lo - zo),
+                                                     f32(hi - zo), out)
         return lambda a2, bias, out: _fused_f32(a2, bias, sc32, wrap, zo, lo, hi, out)
     return lambda a2, bias, out: _fused(a2, bias, *arrs, overflow, zo, lo, hi, out)
+
+
+def _wrap_i32(b: np.ndarray) -> np.ndarray:
+    """int64 bias -> int32 modulo 2^32 (the fused 32-bit loops add it with int32 wrap)."""
+    return b.astype(np.int32) if b.dtype != np.int32 else b
 
 
 def conv_finish(plan, acc_f: np.ndarray) -> np.ndarray | None:
