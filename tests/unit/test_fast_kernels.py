@@ -200,6 +200,36 @@ def test_fast_conv_long_k_chunks_and_int16():
     assert got is not None and np.array_equal(got, ref)
 
 
+
+def test_fast_conv_column_l1_bound_one_float32_gemm():
+    """K = 3*3*160 = 1440 but every output column's sum of |w| is at most (2^24 - 1) // 255, so any
+    partial sum stays below 2^24: one float32 GEMM, exact even with the inputs at the far end."""
+    from refinterp.kernels.fast.qconv_fast import _conv_prep
+
+    cap = ((1 << 24) - 1) // 255
+    w = np.zeros((5, 3, 3, 160), np.int8)
+    flat = w.reshape(5, -1)
+    for m in range(5):
+        idx = RNG.choice(flat.shape[1], 700, replace=False)
+        vals = RNG.integers(-127, 128, 700)
+        vals[0] = -127 if m % 2 else 127
+        vals = np.where(np.cumsum(np.abs(vals)) <= cap, vals, 0)
+        vals[-1] = 0
+        vals[-1] = (cap - int(np.abs(vals).sum())) % 128  # reach the bound exactly where possible
+        flat[m, idx] = vals
+    assert int(np.abs(flat.astype(np.int64)).sum(axis=1).max()) <= cap
+    x = np.full((1, 6, 5, 160), -128, np.int8)  # |x - zx| = 255 everywhere with zx = 127
+    x[0, 0, 0, :3] = [127, 0, -1]
+    attrs = {"layout": "NHWC", "weight_layout": "OHWI", "strides": [1, 1], "dilations": [1, 1],
+             "auto_pad": "SAME_UPPER", "group": 1}
+    k, plan = _plan("Conv", x, w, None, attrs, SETTINGS["tflite_ref"], 127, 0, 2, True)
+    prep = _conv_prep(plan, 160, x.dtype)
+    assert prep[1] == np.float32 and prep[2] == 1440  # one chunk
+    assert np.array_equal(fast_conv(plan, x), _numpy_qconv(plan, x))
+    from refinterp.kernels.fast.qconv_fast import _chunks
+    assert _chunks(1440, np.dtype(np.int8), 127, 127.0, float(cap + 1))[1] < 1440  # one over: chunked
+
+
 DW_CASES = list(itertools.product(
     [(3, 3), (5, 2)],                                # kernel
     [(1, 1), (2, 2), (1, 2)],                        # strides

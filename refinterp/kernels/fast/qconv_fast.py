@@ -42,7 +42,9 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
     prep = None
     if cg == cin:
         w2 = wk.reshape(kh * kw * cg, m)
-        cdt, chunk = _chunks(w2.shape[0], x_dtype, plan.zx, float(np.max(np.abs(w2))) if w2.size else 0.0)
+        aw = np.abs(w2.astype(np.float64))
+        cdt, chunk = _chunks(w2.shape[0], x_dtype, plan.zx, float(np.max(aw)) if w2.size else 0.0,
+                             float(np.max(aw.sum(axis=0))) if w2.size else 0.0)
         arrs = rq_arrays(plan.requant, m)
         if cdt is not None and arrs is not None:
             prep = ((kh, kw), cdt, chunk, np.ascontiguousarray(w2, dtype=cdt), bias_array(plan.bias, m),
@@ -96,10 +98,14 @@ def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, cols):  # pragma: no cover - com
                 r += 1
 
 
-def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float):
-    """(compute dtype, chunk length) for an exact GEMM over K terms."""
+def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float, col_l1: float | None = None):
+    """(compute dtype, chunk length) for an exact GEMM over K terms.  ``col_l1``: the largest
+    sum over k of |w[k, m]| of any output column m; every partial sum of column m, in any order,
+    is at most ``max|x - zx| * col_l1`` in magnitude, so below 2^24 one float32 GEMM is exact."""
     ii = np.iinfo(x_dtype)
     xmax = max(abs(int(ii.min) - zx), abs(int(ii.max) - zx))
+    if col_l1 is not None and xmax * col_l1 <= _F32_EXACT:
+        return np.float32, max(K, 1)
     prod = xmax * wmax
     if prod == 0:
         return np.float32, max(K, 1)

@@ -32,7 +32,9 @@ def _fc_prep(plan, x_dtype: np.dtype):
     o, k = w.shape
     prep = None
     if np.all(w == np.round(w)):
-        cdt, chunk = _chunks(k, x_dtype, plan.zx, float(np.max(np.abs(w))) if w.size else 0.0)
+        aw = np.abs(w.astype(np.float64))  # (O, K)
+        cdt, chunk = _chunks(k, x_dtype, plan.zx, float(np.max(aw)) if w.size else 0.0,
+                             float(np.max(aw.sum(axis=1))) if w.size else 0.0)
         arrs = rq_arrays(plan.requant, o)
         if cdt is not None and arrs is not None:
             prep = (cdt, chunk, np.ascontiguousarray(w.T, dtype=cdt), bias_array(plan.bias, o),
