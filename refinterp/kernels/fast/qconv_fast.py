@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window
+from .parallel import split_rows
 from .requant import bias_array, fused_runner, overflow_mode, rq_arrays
 
 _F32_EXACT = (1 << 24) - 1
@@ -53,13 +54,13 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
     return prep
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _minus_zp(x, zx, out):  # pragma: no cover - compiled
     for i in range(x.size):
         out[i] = x[i] - zx
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
     """xp (N, Hp, Wp, C) <- x - zx placed at (pt, pl), 0 elsewhere (|x - zx| < 2^17: exact)."""
     n, h, w, c = x.shape
@@ -71,31 +72,32 @@ def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
                     xp[b, y + pt, xx + pl, ci] = x[b, y, xx, ci] - zx
 
 
-@numba.njit(cache=True)
-def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, cols):  # pragma: no cover - compiled
-    """cols[(b, oy, ox), (ky, kx, c)] = xp[b, oy*sh + ky*dh, ox*sw + kx*dw, c]; with dw == 1 each
-    (ky) row is one contiguous run of kw*C values."""
+@numba.njit(cache=True, nogil=True)
+def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, r0, r1, cols):  # pragma: no cover - compiled
+    """cols[r - r0, (ky, kx, c)] = xp[b, oy*sh + ky*dh, ox*sw + kx*dw, c] for output rows
+    r = (b, oy, ox) in [r0, r1); with dw == 1 each (ky) row is one contiguous run of kw*C values."""
     n, hp, wp, c = xp.shape
     flat = xp.reshape(n, hp, wp * c)
-    r = 0
-    for b in range(n):
-        for oy in range(oh):
-            for ox in range(ow):
-                k = 0
-                for ky in range(kh):
-                    src = flat[b, oy * sh + ky * dh]
-                    if dw == 1:
-                        s0 = ox * sw * c
-                        for t in range(kw * c):
-                            cols[r, k + t] = src[s0 + t]
-                        k += kw * c
-                    else:
-                        for kx in range(kw):
-                            s0 = (ox * sw + kx * dw) * c
-                            for t in range(c):
-                                cols[r, k + t] = src[s0 + t]
-                            k += c
-                r += 1
+    for r in range(r0, r1):
+        b = r // (oh * ow)
+        rem = r - b * (oh * ow)
+        oy = rem // ow
+        ox = rem - oy * ow
+        dst = cols[r - r0]
+        k = 0
+        for ky in range(kh):
+            src = flat[b, oy * sh + ky * dh]
+            if dw == 1:
+                s0 = ox * sw * c
+                for t in range(kw * c):
+                    dst[k + t] = src[s0 + t]
+                k += kw * c
+            else:
+                for kx in range(kw):
+                    s0 = (ox * sw + kx * dw) * c
+                    for t in range(c):
+                        dst[k + t] = src[s0 + t]
+                    k += c
 
 
 def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float, col_l1: float | None = None):
@@ -145,25 +147,34 @@ def fast_conv(plan, x) -> np.ndarray | None:
     (kshape, cdt, chunk, wc, bias, requant), win, plain = geo
     K, M = wc.shape
     n = x.shape[0]
+    rows = n * win.out[0] * win.out[1]
+    out = np.empty((rows, M), np.dtype(plan.requant.dtype))
     if plain:
-        xs = np.empty(x.shape, cdt)
-        _minus_zp(x.reshape(-1), plan.zx, xs.reshape(-1))  # exact: |x - zx| < 2^17
         sh, sw = win.strides
         if sh > 1 or sw > 1:
-            xs = np.ascontiguousarray(xs[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw])
-        cols = xs.reshape(-1, K)
+            x = np.ascontiguousarray(x[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw])
+        x2 = x.reshape(rows, K)
+        cols = np.empty((rows, K), cdt)
     else:  # padded cells hold 0 after the zero point is subtracted: they contribute 0
         (pt, pl), (pb, pr) = win.pad_begin, win.pad_end
         xp = np.empty((n, pt + x.shape[1] + max(pb, 0), pl + x.shape[2] + max(pr, 0), x.shape[3]), cdt)
         _pad_minus_zp(x, plan.zx, pt, pl, xp)
-        cols = np.empty((n * win.out[0] * win.out[1], K), cdt)
-        _im2col(xp, kshape[0], kshape[1], win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
-                win.out[0], win.out[1], cols)
-    acc = cols[:, :chunk] @ wc[:chunk]
-    if chunk < K:
-        acc = acc.astype(np.float64)
-        for k0 in range(chunk, K, chunk):
-            acc += cols[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
-    out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
-    requant(acc, bias, out)
+        cols = np.empty((rows, K), cdt)
+
+    def part(r0: int, r1: int) -> None:
+        if plain:
+            _minus_zp(x2[r0:r1].reshape(-1), plan.zx, cols[r0:r1].reshape(-1))  # exact: |x - zx| < 2^17
+        else:
+            _im2col(xp, kshape[0], kshape[1], win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                    win.out[0], win.out[1], r0, r1, cols[r0:r1])
+        c = cols[r0:r1]
+        acc = c[:, :chunk] @ wc[:chunk]
+        if chunk < K:
+            acc = acc.astype(np.float64)
+            for k0 in range(chunk, K, chunk):
+                acc += c[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
+        requant(acc, bias, out[r0:r1])
+
+    split_rows(rows, rows * K * M, part)
     return out.reshape((n,) + win.out + (M,))
+
