@@ -6,10 +6,14 @@
     outputs = session.run({"input": x})
     tensors = session.run({"input": x}, capture="all")
 """
-from .errors import RefinterpError
-from .loaders import load
-from .runtime import Session
-from .schemes import Scheme, load_scheme
+from . import settings as _settings
+
+_settings.configure_environment()  # before NumPy / Numba load: thread and cache variables
+
+from .errors import RefinterpError  # noqa: E402
+from .loaders import load  # noqa: E402
+from .runtime import Session  # noqa: E402
+from .schemes import Scheme, load_scheme  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["load", "Session", "Scheme", "load_scheme", "RefinterpError", "__version__"]

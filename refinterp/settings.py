@@ -9,8 +9,9 @@ Environment (read once; set before the first ``import refinterp`` to affect BLAS
   Numba's own (``__pycache__`` next to the sources, or ``NUMBA_CACHE_DIR``).  A warm cache is what
   makes a fresh process start in seconds instead of recompiling every kernel.
 
-``configure_environment()`` only sets variables that are still unset, so explicit
-``OPENBLAS_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` / ``NUMBA_CACHE_DIR`` always win.  BLAS reads its
+``configure_environment()`` (run by ``import refinterp``) only sets variables that are still unset,
+so explicit ``OPENBLAS_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` / ``NUMBA_CACHE_DIR`` /
+``OMP_WAIT_POLICY`` always win.  BLAS reads its
 variable when NumPy is first imported; call it (or export the variables) before that.
 """
 from __future__ import annotations
@@ -63,6 +64,10 @@ def configure_environment() -> None:
             os.environ.setdefault(k, n)
         if "numba" not in sys.modules:
             os.environ.setdefault("NUMBA_NUM_THREADS", n)
+    if "numba" not in sys.modules:
+        # Numba's OpenMP workers sleep as soon as a parallel region ends instead of spinning
+        # (libgomp's default), so they never hold a core the next kernel or BLAS call needs.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     cache = os.environ.get("REFINTERP_NUMBA_CACHE_DIR", "").strip()
     if cache and "numba" not in sys.modules:
         os.environ.setdefault("NUMBA_CACHE_DIR", cache)

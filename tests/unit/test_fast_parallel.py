@@ -77,3 +77,19 @@ def test_blas_thread_count_restored():
     with parallel.blas_single_thread():
         assert int(get()) == 1
     assert int(get()) == before
+
+
+def test_import_configures_threads_and_wait_policy():
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, refinterp; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                                            "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "REFINTERP_THREADS": "1"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "PASSIVE"]
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "REFINTERP_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["2", "ACTIVE"]  # explicit settings win
