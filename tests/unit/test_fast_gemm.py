@@ -198,3 +198,35 @@ def test_xnn_transpose_conv_requantizes_on_the_fast_path():
     got = conv_finish(plan, acc)
     assert got is not None and np.array_equal(got, ref)
     assert np.array_equal(k.run(plan, x, w, b), ref)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 9])
+@pytest.mark.parametrize("dt,zx,wdt,zw", [("int8", -128, "int8", 0), ("uint8", 0, "uint8", 0),
+                                          ("int8", 127, "int8", -3)])
+def test_fast_fc_integer_dot_path(rows, dt, zx, wdt, zw):
+    """<= 8 rows: int32 dot products over int8 (|w - zw| <= 127) or int16 weights; 9 rows: the
+    float32 GEMM; both equal the reference, inputs at the far end of the range included."""
+    from refinterp.kernels.fast.qmatmul_fast import _fc_prep
+
+    K = 700
+    x = _x((rows, K), dt)
+    x[0, :] = np.iinfo(np.dtype(dt)).min if zx >= 0 else np.iinfo(np.dtype(dt)).max  # |x - zx| maximal
+    w = _x((13, K), wdt)
+    if dt == "int8" and zw == 0:
+        w[w == -128] = -127  # |w| <= 127: the int8 weight copy
+    b = RNG.integers(-50000, 50000, 13).astype(np.int32)
+    k, plan = _fc(x, w, b, {"requant": {"rounding": "double"}, **ACC32}, zx, zw, -3, True)
+    wi = _fc_prep(plan, x.dtype)[-1]
+    assert wi is not None and wi.dtype == (np.int8 if np.max(np.abs(plan.w)) <= 127 else np.int16)
+    got = fast_fc(plan, x)
+    assert got is not None and np.array_equal(got, _numpy_fc(plan, x))
+
+
+def test_fast_fc_integer_dot_declines_when_int32_could_wrap():
+    from refinterp.kernels.fast.qmatmul_fast import _fc_prep
+
+    x = _x((1, 70000))  # 255 * 70000 * 127 > 2^31: the float GEMM path (chunked) instead
+    w = np.full((2, 70000), 127, np.int8)
+    k, plan = _fc(x, w, None, {"requant": {"rounding": "double"}, **ACC32}, -128, 0, 0, False)
+    assert _fc_prep(plan, x.dtype)[-1] is None
+    assert np.array_equal(fast_fc(plan, x), _numpy_fc(plan, x))
