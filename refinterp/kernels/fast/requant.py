@@ -119,8 +119,18 @@ def _fused_f32(acc, bias, sc32, wrap, zo, lo, hi, out):  # pragma: no cover - co
             out[r, j] = min(max(np.int64(f) + zo, lo), hi)
 
 
+@numba.njit(cache=True, inline="always")
+def _srdhm32_one(v, bias32, M32, left32, right32, half32, adj32, has_left, ylo, yhi):  # pragma: no cover
+    a = np.int32(v + bias32)
+    if has_left:
+        a = np.int32(a << left32)
+    q = np.int32((np.int64(a) * np.int64(M32) + 1073741824) >> 31)
+    y = np.int32(q + half32 - ((q >> 31) & adj32)) >> right32
+    return min(max(y, ylo), yhi)
+
+
 @numba.njit(cache=True, nogil=True)
-def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, zo, ylo, yhi, out):  # pragma: no cover
+def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, has_left, zo, ylo, yhi, out):  # pragma: no cover
     """``double`` / ``upward`` for 8/16-bit outputs, in 32-bit lanes except the one 64-bit product.
 
     Same result as ``_fused_srdhm`` (int32 wrapping makes ``wrap32(wrap32(acc) + wrap32(bias))``
@@ -129,15 +139,25 @@ def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, zo, ylo, yh
     ``(a*M + 2^30) >> 31`` (floor) in both signs; the result is int32-valued.  RDBP by ``e``:
     ``(q + half - (q < 0 ? adj : 0)) >> e`` with half = 2^(e-1) (0 when e = 0), adj = 1 for
     ``double`` when e > 0 (ties away from zero) and 0 for ``upward`` (ties up).  The result is
-    clamped to [ylo, yhi] = [lo - zo, hi - zo] (int32) before adding zo, so nothing overflows."""
+    clamped to [ylo, yhi] = [lo - zo, hi - zo] (int32) before adding zo, so nothing overflows.
+    ``has_left`` False: every left shift is 0 (skipped)."""
     rows, c = acc.shape
     for r in range(rows):
         for j in range(c):
-            v = np.int32(np.int64(acc[r, j]) + bias32[j])
-            a = np.int32(v << left32[j])
-            q = np.int32((np.int64(a) * np.int64(M32[j]) + 1073741824) >> 31)
-            y = np.int32(q + half32[j] - ((q >> 31) & adj32[j])) >> right32[j]
-            out[r, j] = min(max(y, ylo), yhi) + zo
+            out[r, j] = _srdhm32_one(np.int32(np.int64(acc[r, j])), bias32[j], M32[j], left32[j], right32[j],
+                                     half32[j], adj32[j], has_left, ylo, yhi) + zo
+
+
+@numba.njit(cache=True, nogil=True)
+def _fused_srdhm32f(acc, bias32, M32, left32, right32, half32, adj32, has_left, zo, ylo, yhi, out):  # pragma: no cover
+    """``_fused_srdhm32`` for a float32 accumulator, converted straight to int32: the float32
+    GEMMs hand over integer values below 2^24 in magnitude (any float32 accumulator given here
+    must be integer-valued and below 2^31)."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            out[r, j] = _srdhm32_one(np.int32(acc[r, j]), bias32[j], M32[j], left32[j], right32[j],
+                                     half32[j], adj32[j], has_left, ylo, yhi) + zo
 
 
 @numba.njit(cache=True, nogil=True)
@@ -150,6 +170,18 @@ def _fused_f32w(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - com
     for r in range(rows):
         for j in range(c):
             v = np.int32(np.int64(acc[r, j]) + bias32[j])
+            f = np.rint(np.float32(v) * sc32[j])
+            out[r, j] = np.int32(min(max(f, flo), fhi)) + zo
+
+
+@numba.njit(cache=True, nogil=True)
+def _fused_f32wf(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - compiled
+    """``_fused_f32w`` for a float32 accumulator (integer-valued, below 2^31: converted straight
+    to int32)."""
+    rows, c = acc.shape
+    for r in range(rows):
+        for j in range(c):
+            v = np.int32(np.int32(acc[r, j]) + bias32[j])
             f = np.rint(np.float32(v) * sc32[j])
             out[r, j] = np.int32(min(max(f, flo), fhi)) + zo
 
@@ -230,16 +262,22 @@ def fused_runner(arrs, overflow: int, rq):
             M32, l32, r32 = M.astype(i32), np.minimum(left, 63).astype(i32), right.astype(i32)
             half = ((np.int64(1) << right) >> 1).astype(i32)
             adj = np.zeros_like(r32) if upward else (right > 0).astype(i32)
-            ylo, yhi = i32(lo - zo), i32(hi - zo)
-            return lambda a2, bias, out: _fused_srdhm32(a2, _wrap_i32(bias), M32, l32, r32, half, adj, i32(zo),
-                                                        ylo, yhi, out)
+            ylo, yhi, has_left = i32(lo - zo), i32(hi - zo), bool(np.any(left))
+
+            def run32(a2, bias, out):
+                f = _fused_srdhm32f if a2.dtype == np.float32 else _fused_srdhm32
+                f(a2, _wrap_i32(bias), M32, l32, r32, half, adj, has_left, i32(zo), ylo, yhi, out)
+            return run32
         return lambda a2, bias, out: _fused_srdhm(a2, bias, M, left, right, upward, wrap, zo, lo, hi, out)
     if overflow != 2 and c0 == 3 and np.all(code == 3):
         wrap = overflow == 1
         if wrap and narrow:
             f32 = np.float32
-            return lambda a2, bias, out: _fused_f32w(a2, _wrap_i32(bias), sc32, np.int32(zo), f32(lo - zo),
-                                                     f32(hi - zo), out)
+
+            def runf(a2, bias, out):
+                f = _fused_f32wf if a2.dtype == np.float32 else _fused_f32w
+                f(a2, _wrap_i32(bias), sc32, np.int32(zo), f32(lo - zo), f32(hi - zo), out)
+            return runf
         return lambda a2, bias, out: _fused_f32(a2, bias, sc32, wrap, zo, lo, hi, out)
     return lambda a2, bias, out: _fused(a2, bias, *arrs, overflow, zo, lo, hi, out)
 
