@@ -64,12 +64,22 @@ def _minus_zp(x, zx, out):  # pragma: no cover - compiled
 def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
     """xp (N, Hp, Wp, C) <- x - zx placed at (pt, pl), 0 elsewhere (|x - zx| < 2^17: exact)."""
     n, h, w, c = x.shape
-    xp[:] = 0
+    hp, wp = xp.shape[1], xp.shape[2]
+    xf = x.reshape(n, h, w * c)
+    pf = xp.reshape(n, hp, wp * c)
     for b in range(n):
-        for y in range(h):
-            for xx in range(w):
-                for ci in range(c):
-                    xp[b, y + pt, xx + pl, ci] = x[b, y, xx, ci] - zx
+        for y in range(hp):
+            row = pf[b, y]
+            if y < pt or y >= pt + h:
+                row[:] = 0
+                continue
+            src = xf[b, y - pt]
+            for t in range(pl * c):
+                row[t] = 0
+            for t in range(w * c):
+                row[pl * c + t] = src[t] - zx
+            for t in range((pl + w) * c, wp * c):
+                row[t] = 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -78,26 +88,26 @@ def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, r0, r1, cols):  # pragma: no cov
     r = (b, oy, ox) in [r0, r1); with dw == 1 each (ky) row is one contiguous run of kw*C values."""
     n, hp, wp, c = xp.shape
     flat = xp.reshape(n, hp, wp * c)
-    for r in range(r0, r1):
-        b = r // (oh * ow)
-        rem = r - b * (oh * ow)
-        oy = rem // ow
-        ox = rem - oy * ow
-        dst = cols[r - r0]
-        k = 0
+    run = kw * c
+    for line in range(r0 // ow, (r1 - 1) // ow + 1):  # output lines (b, oy)
+        b = line // oh
+        oy = line - b * oh
+        ox0 = max(0, r0 - line * ow)
+        ox1 = min(ow, r1 - line * ow)
         for ky in range(kh):
             src = flat[b, oy * sh + ky * dh]
-            if dw == 1:
-                s0 = ox * sw * c
-                for t in range(kw * c):
-                    dst[k + t] = src[s0 + t]
-                k += kw * c
-            else:
-                for kx in range(kw):
-                    s0 = (ox * sw + kx * dw) * c
-                    for t in range(c):
-                        dst[k + t] = src[s0 + t]
-                    k += c
+            k0 = ky * run
+            for ox in range(ox0, ox1):
+                dst = cols[line * ow + ox - r0]
+                if dw == 1:
+                    s0 = ox * sw * c
+                    for t in range(run):
+                        dst[k0 + t] = src[s0 + t]
+                else:
+                    for kx in range(kw):
+                        s0 = (ox * sw + kx * dw) * c
+                        for t in range(c):
+                            dst[k0 + kx * c + t] = src[s0 + t]
 
 
 def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float, col_l1: float | None = None):
