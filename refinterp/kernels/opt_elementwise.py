@@ -36,12 +36,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..quant.fixedpoint import rdbp, wrap_int32
+from ..settings import fast_kernels
 from . import qelementwise
+from .fast.qadd import fast_opt_add
 from ._qtflite import mbqm
 from .registry import kernel
 
 VARIANT = "tflite_opt"
 _I64 = np.int64
+_FAST = fast_kernels()
 
 
 def _fivefold_run(shape0: tuple, shape1: tuple) -> int | None:
@@ -142,6 +145,9 @@ def _prepare_add(node, ctx):
 
 @kernel("Add", VARIANT, prepare=_prepare_add)
 def _add(p, a, b):
+    y = fast_opt_add(p, a, b) if _FAST else None
+    if y is not None:
+        return y
     ref = qelementwise._run_add_sub(p, a, b)
     if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref

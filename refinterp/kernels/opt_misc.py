@@ -18,7 +18,9 @@ from ..quant import lut
 from ..quant.fixedpoint import round_half_away, wrap_int32
 from ..quant.fixedpoint import quantize_multiplier
 from ..quant.requant import mbqm_double, mbqm_upward
+from ..settings import fast_kernels
 from . import qmisc, qsoftmax
+from .fast.qsoftmax_fast import fast_softmax
 from ._qtflite import check_dtype, impl, qparams, qrange
 from .registry import kernel
 
@@ -27,6 +29,7 @@ _F = np.float32
 _I64 = np.int64
 BLOCK = 8
 REQUANT_BLOCK = 16
+_FAST = fast_kernels()
 
 
 def _block_mask(n: int) -> np.ndarray:
@@ -173,6 +176,9 @@ def _softmax(p, x):
         return _run_uint16_lut(p, x)
     if not p.get("float_lut"):
         return qsoftmax._softmax(p, x)
+    y = fast_softmax(p, x) if _FAST else None
+    if y is not None:
+        return y
     q = np.asarray(x).astype(_I64)
     e = p["table"][255 - q.max(axis=-1, keepdims=True) + q]
     total = np.cumsum(e, axis=-1, dtype=_F)[..., -1:]  # sequential float32 sum

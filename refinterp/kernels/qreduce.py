@@ -23,9 +23,12 @@ from ..errors import ModelError
 from ..quant.fixedpoint import quantize_multiplier, wrap_int32
 from ..quant.params import qrange, rounding_of
 from ..quant.requant import Rounding, requantize
+from ..settings import fast_kernels
+from .fast.qmean_fast import fast_reduce
 from .registry import kernel
 
 VARIANT = "tflite_ref"
+_FAST = fast_kernels()
 SUM_IMPLS = ("typed", "uint8_bytes")
 
 
@@ -84,6 +87,9 @@ def _reduced_count(x: np.ndarray, ax) -> int:
 
 @kernel(("ReduceMean", "ReduceSum"), VARIANT, prepare=_prepare)
 def qmean_or_sum(plan: QReducePlan, x, axes=None):
+    y = fast_reduce(plan, x) if _FAST else None
+    if y is not None:
+        return y
     x = np.asarray(x)
     ax = _axes(plan, x.ndim)
     lo, hi = qrange(plan.dtype)

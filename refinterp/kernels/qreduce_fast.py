@@ -33,13 +33,16 @@ import numpy as np
 
 from ..quant.fixedpoint import round_half_away, wrap_int32
 from ..quant.params import Requant, channel_block_of, qrange, rounding_of
+from ..settings import fast_kernels
 from . import qreduce
+from .fast.qmean_fast import fast_reduce
 from .registry import kernel
 from .xnn_gemm import delegate_ctx, fallback_ctx
 
 OPT, XNN = "tflite_opt", "xnn"
 MEAN_IMPLS = ("reference", "spatial_fast")
 SUM_IMPLS = ("typed", "uint8_bytes", "float_scale")
+_FAST = fast_kernels()
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,9 @@ def _sum(x: np.ndarray, plan: FastReducePlan) -> tuple[np.ndarray, int]:
 
 
 def _run_fast(plan: FastReducePlan, x: np.ndarray) -> np.ndarray:
+    y = fast_reduce(plan, x) if _FAST else None
+    if y is not None:
+        return y
     s, n = _sum(np.asarray(x), plan)
     lo, hi = qrange(plan.dtype)
     if plan.form == "spatial_fast":

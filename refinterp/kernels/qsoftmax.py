@@ -17,10 +17,13 @@ from ..errors import UnsupportedOpError
 from ..quant import gemmlowp, lut
 from ..quant.fixedpoint import (quantize_multiplier, quantize_multiplier_greater_than_one,
                                 rdbp, srdhm)
+from ..settings import fast_kernels
 from ._qtflite import check_dtype, mbqm, qparams, qrange, rounding, where
+from .fast.qsoftmax_fast import fast_softmax
 from .registry import kernel
 
 _I64 = np.int64
+_FAST = fast_kernels()
 
 
 def _prepare(node, ctx):
@@ -81,6 +84,9 @@ def _run_int16(p, x):
 
 @kernel("Softmax", "tflite_ref", prepare=_prepare)
 def _softmax(plan, x):
+    y = fast_softmax(plan, x) if _FAST else None
+    if y is not None:
+        return y
     return _run_int16(plan, x) if plan["int16"] else _run_8bit(plan, x)
 
 

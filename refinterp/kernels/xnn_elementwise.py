@@ -27,14 +27,17 @@ from typing import Callable
 import numpy as np
 
 from ..quant import xnn
+from ..settings import fast_kernels
 from . import opt_activation, opt_elementwise, opt_misc, qactivation, qelementwise, qmisc
 from ._qtflite import qparams, qrange
+from .fast.qadd import fast_xnn_add
 from .registry import kernel
 from .xnn_gemm import delegate_ctx, fallback_ctx
 
 VARIANT = "xnn"
 _F = np.float32
 _I64 = np.int64
+_FAST = fast_kernels()
 
 
 def register(op: str, refusal: Callable, prepare_xnn: Callable, run_xnn: Callable,
@@ -94,6 +97,9 @@ def _prepare_add_sub(sign_b: int):
 
 
 def _run_add(p, a, b):
+    y = fast_xnn_add(p, a, b) if _FAST else None
+    if y is not None:
+        return y
     # |a*ma| <= 255 * 2^21 < 2^29: the int32 sum of two products and the bias cannot overflow.
     acc = p["bias"] + a.astype(_I64) * p["a_multiplier"] + b.astype(_I64) * p["b_multiplier"]
     lo, hi = p["clamp"]
