@@ -1,7 +1,7 @@
 """refinterp benchmarks: latency vs the real runtimes, first-run cost, peak memory.
 
-    python benchmarks/run.py [--threads N] [--models small,mnv2_224,onnx_qdq] [--json OUT] [--no-cold]
-                             [--numpy-kernels] [--tf-python PYTHON]
+    python benchmarks/run.py [--threads N] [--models small,mnv2_224,onnx_qdq,mnv2_224_qdq,mnv2_224_qdq_u8]
+                             [--json OUT] [--no-cold] [--numpy-kernels] [--tf-python PYTHON]
 
 For each model x scheme: refinterp's median latency, the real runtime's (LiteRT
 BUILTIN_WITHOUT_DEFAULT_DELEGATES / BUILTIN_REF / default XNNPACK; ONNX Runtime CPU) measured in the
@@ -12,7 +12,9 @@ small model with a warm Numba cache and with an empty one (cold compile).
 
 The MobileNetV2-224 int8 model is generated on first use into benchmarks/.cache/ by
 tools/make_bench_models.py, with the first Python that imports tensorflow among --tf-python,
-$REFINTERP_TF_PYTHON and this interpreter.  Benchmarks are never unit tests.
+$REFINTERP_TF_PYTHON and this interpreter; the QDQ MobileNetV2-224 ONNX models (``mnv2_224_qdq``:
+int8 activations, ``mnv2_224_qdq_u8``: uint8 activations; int8 per-channel weights) by the same
+script with this interpreter (onnx + onnxruntime only).  Benchmarks are never unit tests.
 """
 from __future__ import annotations
 
@@ -36,10 +38,15 @@ from refinterp.settings import thread_env  # noqa: E402
 
 TFLITE_SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack"]
 MNV2 = CACHE / "mobilenet_v2_224_int8.tflite"
+# QDQ MobileNetV2-224 ONNX models made by tools/make_bench_models.py with this interpreter (no tensorflow)
+GENERATED_ONNX = {"mnv2_224_qdq": CACHE / "mobilenet_v2_224_qdq.onnx",
+                  "mnv2_224_qdq_u8": CACHE / "mobilenet_v2_224_qdq_u8.onnx"}
 MODELS = {
     "small": ("tflite", REPO / "tests/fixtures/tflite/mobilenet_v2_tiny_int8.tflite"),
     "mnv2_224": ("tflite", MNV2),
     "onnx_qdq": ("onnx", REPO / "tests/fixtures/onnx/small_cnn_qdq_s8s8.onnx"),
+    "mnv2_224_qdq": ("onnx", GENERATED_ONNX["mnv2_224_qdq"]),
+    "mnv2_224_qdq_u8": ("onnx", GENERATED_ONNX["mnv2_224_qdq_u8"]),
 }
 
 
@@ -63,6 +70,17 @@ def ensure_mnv2(tf_python: str | None) -> bool:
     print(f"generating {MNV2.name} with {py} ...", file=sys.stderr)
     r = subprocess.run([py, str(REPO / "tools/make_bench_models.py"), "--out", str(CACHE)], cwd=REPO)
     return r.returncode == 0 and MNV2.exists()
+
+
+def ensure_onnx(name: str) -> bool:
+    """Generate a QDQ MobileNetV2 ONNX model on first use (needs only onnx + onnxruntime)."""
+    path = GENERATED_ONNX[name]
+    if path.exists():
+        return True
+    print(f"generating {path.name} ...", file=sys.stderr)
+    r = subprocess.run([sys.executable, str(REPO / "tools/make_bench_models.py"), "--model", name,
+                        "--out", str(CACHE)], cwd=REPO)
+    return r.returncode == 0 and path.exists()
 
 
 def child(spec: dict, env: dict, timeout: float = 600) -> dict:
@@ -178,11 +196,14 @@ def main(argv=None) -> int:
            "REFINTERP_FAST_KERNELS": "0" if args.numpy_kernels else "1"}
     t_start = time.perf_counter()
     results: dict = {}
-    for m in [s.strip() for s in args.models.split(",") if s.strip()]:
+    wanted = [s.strip() for s in args.models.split(",") if s.strip()]
+    for m in wanted:
         if m not in MODELS:
             ap.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
         kind, path = MODELS[m]
         if m == "mnv2_224" and not ensure_mnv2(args.tf_python):
+            continue
+        if m in GENERATED_ONNX and not ensure_onnx(m):
             continue
         print(f"measuring {m} ...", file=sys.stderr, flush=True)
         if kind == "tflite":
@@ -202,7 +223,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as d:
             cli["cold_s"] = cli_wall(small, {**env, "NUMBA_CACHE_DIR": d})
             shutil.rmtree(d, ignore_errors=True)
-    batch_model, batch_n = (MNV2, 96) if MNV2.exists() and "mnv2_224" in args.models else (small, 200)
+    batch_model, batch_n = (MNV2, 96) if MNV2.exists() and "mnv2_224" in wanted else (small, 200)
     batch = [cli_batch(batch_model, env, batch_n, w) for w in (1, 2)]
     import platform
 

@@ -20,10 +20,13 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..quant import mlas
+from ..settings import fast_kernels
 from ._qtflite import qparams, qrange, where
 from ._ort_common import ort_kernel
+from .fast.ort_add import fast_ort_add
 
 ADD_IMPLS = ("fma_x86", "neon_fixed")
+_FAST = fast_kernels()
 
 
 def _binary_prepare(node, ctx) -> dict:
@@ -49,6 +52,9 @@ def _binary_args(p, a, b):
 
 @ort_kernel("Add", "ort", _binary_prepare)
 def ort_add(p, a, b):
+    y = fast_ort_add(p, a, b) if _FAST else None  # None: not covered, the NumPy path below
+    if y is not None:
+        return y
     args = _binary_args(p, a, b)
     y = mlas.qladd_neon(*args) if p["impl"] == "neon_fixed" else None
     if y is None:

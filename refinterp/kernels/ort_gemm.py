@@ -24,13 +24,17 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
 from ..quant import mlas
+from ..settings import fast_kernels
 from . import conv as _fconv
 from ._qtflite import where
 from ._ort_common import ort_kernel
 from ._spatial import (from_channels_last, ints, pad_channels_last, resolve_window, to_channels_last,
                        window_offsets)
+from .fast.ort_conv import fast_ort_conv
+from .fast.ort_gemm import fast_ort_gemm
 from .registry import kernel
 
+_FAST = fast_kernels()
 VARIANTS = ("ort", "onnx_ref")
 IMPLS = ("mlas_f32", "onnx_ref_f64", "fixed_point_rndnu", "mlas_f32_u8s8_sat16")
 
@@ -161,12 +165,18 @@ def _corrected(raw, a, b, za: int, zb: int) -> np.ndarray:
 
 @ort_kernel("Conv", VARIANTS, lambda n, c: _prepare(n, c, "Conv"))
 def ort_conv(plan: QGemmPlan, x, w, b=None):
+    y = fast_ort_conv(plan, x) if _FAST else None  # None: not covered, the NumPy path below
+    if y is not None:
+        return y
     return _finish(plan, _conv_acc(plan, x, w))
 
 
 @ort_kernel("DepthwiseConv", VARIANTS, lambda n, c: _prepare(n, c, "DepthwiseConv"))
 def ort_depthwise(plan: QGemmPlan, x, w, b=None):
     # MLAS depthwise kernels (MlasConvDepthwise, ConvSym depthwise) accumulate in exact int32.
+    y = fast_ort_conv(plan, x) if _FAST else None
+    if y is not None:
+        return y
     return _finish(plan, _conv_acc(plan, x, w))
 
 
@@ -185,12 +195,18 @@ def _mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
 
 @ort_kernel("MatMul", VARIANTS, lambda n, c: _prepare(n, c, "MatMul"))
 def ort_matmul(plan: QGemmPlan, a, b):
+    y = fast_ort_gemm(plan, a) if _FAST else None  # None: not covered, the NumPy path below
+    if y is not None:
+        return y
     return _finish(plan, _mm_acc(plan, a, b))
 
 
 @ort_kernel("Gemm", VARIANTS, lambda n, c: _prepare(n, c, "Gemm"))
 def ort_gemm(plan: QGemmPlan, a, b, c=None):
     """QGemm: C is an int32 matrix/vector already in the accumulator scale (accumulate mode)."""
+    y = fast_ort_gemm(plan, a, c) if _FAST else None
+    if y is not None:
+        return y
     acc = _mm_acc(plan, a, b).astype(np.int64)
     if c is not None and plan.bias is None:
         acc = acc + np.asarray(c).astype(np.int64)

@@ -17,6 +17,8 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node, QuantParams, dequantize
+from ..settings import fast_kernels
+from .fast.ort_quantize import fast_dequantize, fast_quantize
 from .registry import PrepareContext, kernel
 from .shape import where
 
@@ -31,6 +33,7 @@ _TARGETS = {
 _ONNX_CODES = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 21: "uint4", 22: "int4",
                25: "uint2", 26: "int2", 1: "float32", 10: "float16", 11: "float64"}
 _SUB_BYTE = ("int4", "uint4", "int2", "uint2")
+_FAST = fast_kernels()
 
 
 def _dtype_name(info) -> str | None:
@@ -87,6 +90,9 @@ def _ql_prepare(node: Node, ctx: PrepareContext) -> dict:
 
 @kernel("QuantizeLinear", "float", prepare=_ql_prepare, raw_inputs=True)
 def _quantize_linear(plan, x, scale, zp=None):
+    y = fast_quantize(plan, x, scale, zp) if _FAST else None  # None: not covered (NumPy path)
+    if y is not None:
+        return y
     dt, lo, hi = plan["target"]
     s = _reshape_param(np.asarray(scale), x.shape, plan["axis"], plan["block"])
     if plan["precision"] is not None:
@@ -116,6 +122,9 @@ def _dequantize_linear(plan, x, scale, zp=None):
     scale = np.asarray(scale)
     if x.dtype.kind == "f":  # produced by a float-compute node: already the real value
         return x.astype(plan["out"] if plan["out"] is not None else scale.dtype, copy=False)
+    y = fast_dequantize(plan, x, scale, zp) if _FAST else None
+    if y is not None:
+        return y
     dx = x.astype(np.float32)
     if zp is not None:
         dx = dx - _reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"])
