@@ -227,7 +227,9 @@ def _prep(plan, x: np.ndarray):
     if consts is None:
         return None
     if group == 1 and cg == cin:
-        cdt, chunk = _chunks(cg * kh * kw, x.dtype, plan.zx, float(np.max(np.abs(wq))) if wq.size else 0.0)
+        aw = np.abs(wq)
+        cdt, chunk = _chunks(cg * kh * kw, x.dtype, plan.zx, float(np.max(aw)) if wq.size else 0.0,
+                             float(np.max(aw.sum(axis=1))) if wq.size else 0.0)
         if cdt is not np.float32:
             return None
         K = wq.shape[1]

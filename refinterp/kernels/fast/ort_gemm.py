@@ -55,7 +55,9 @@ def _prep(plan, a: np.ndarray):
     if consts is None:
         return None
     K = wq.shape[0]
-    cdt, chunk = _chunks(K, a.dtype, plan.zx, float(np.max(np.abs(wq), initial=0.0)))
+    aw = np.abs(wq)
+    cdt, chunk = _chunks(K, a.dtype, plan.zx, float(np.max(aw, initial=0.0)),
+                         float(np.max(aw.sum(axis=0), initial=0.0)))
     if cdt is not np.float32:
         return None
     wch = [np.ascontiguousarray(wq[k0:k0 + chunk], np.float32) for k0 in range(0, K, chunk)]
