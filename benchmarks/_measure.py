@@ -168,7 +168,10 @@ def main(spec: dict) -> dict:
         except Exception as e:
             res["runtimes"][rt] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     for scheme in spec.get("schemes", []):
-        partner = res["runtimes"].get(SIMULATES.get(scheme, ""), {}).get("invoke")
+        # Interleaving alternates refinterp and the runtime run by run (fair under a changing machine
+        # load).  With more than one thread a pool that keeps spinning after its call (LiteRT's,
+        # ONNX Runtime's) would hold the second core while the other one runs: time in blocks.
+        partner = res["runtimes"].get(SIMULATES.get(scheme, ""), {}).get("invoke") if threads == 1 else None
         try:
             res["schemes"][scheme] = bench_refinterp(spec["path"], scheme, feeds, reps, partner)
         except Exception as e:  # a scheme that cannot run this model is a finding, not a crash

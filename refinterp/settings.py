@@ -11,7 +11,7 @@ Environment (read once; set before the first ``import refinterp`` to affect BLAS
 
 ``configure_environment()`` (run by ``import refinterp``) only sets variables that are still unset,
 so explicit ``OPENBLAS_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` / ``NUMBA_CACHE_DIR`` /
-``OMP_WAIT_POLICY`` always win.  BLAS reads its
+``OMP_WAIT_POLICY`` / ``OPENBLAS_THREAD_TIMEOUT`` always win.  BLAS reads its
 variable when NumPy is first imported; call it (or export the variables) before that.
 """
 from __future__ import annotations
@@ -50,6 +50,8 @@ def thread_env(n: int | None = None) -> dict[str, str]:
     env = {k: str(n) for k in _BLAS_VARS}
     env["NUMBA_NUM_THREADS"] = str(n)
     env["REFINTERP_THREADS"] = str(n)
+    for k, v in (("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):  # see configure_environment
+        env[k] = os.environ.get(k, v)
     cache = numba_cache_dir()
     if cache:
         env["NUMBA_CACHE_DIR"] = cache
@@ -68,6 +70,10 @@ def configure_environment() -> None:
         # Numba's OpenMP workers sleep as soon as a parallel region ends instead of spinning
         # (libgomp's default), so they never hold a core the next kernel or BLAS call needs.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "numpy" not in sys.modules:
+        # OpenBLAS workers likewise: sleep after 2^4 cycles instead of spinning 2^28 cycles (~0.1 s)
+        # after every multi-threaded call, holding a core the next kernel needs.
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     cache = os.environ.get("REFINTERP_NUMBA_CACHE_DIR", "").strip()
     if cache and "numba" not in sys.modules:
         os.environ.setdefault("NUMBA_CACHE_DIR", cache)
