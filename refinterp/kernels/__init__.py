@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     opt_elementwise,
     opt_misc,
     ort_elementwise,
+    ort_float_conv,
     ort_gemm,
     ort_pool,
     ort_quantize,

@@ -1,0 +1,120 @@
+"""MLAS single-precision GEMM summation order (x86-64, AVX-512F / FMA3 SGEMM kernels), for float
+nodes ONNX Runtime runs through ``MlasGemm`` (onnxruntime/core/mlas/lib/sgemm.cpp,
+x86_64/FgemmKernelAvx512FCommon.h, mlasi.h).
+
+Numeric contract for C = A (M x K) @ B (K x N), alpha = 1, beta = 0, float32 throughout:
+
+* the threaded driver splits the GEMM into segments: TargetThreadCount = min(floor(M*N*K / 65536)
+  + 1, threads); if N > M, N is split into 16-column blocks (MlasPartitionWork: every segment gets
+  floor(B/T) blocks, the first B mod T one more), else M is split the same way in rows;
+* per segment (Mseg x Nseg) the K loop is blocked: StrideK = 128, StrideN = 128; if Nseg >= K,
+  StrideK is halved (StrideN doubled) while StrideK/2 >= K; otherwise StrideK is doubled (StrideN
+  halved) while StrideN > 16 and StrideN/2 >= Nseg;
+* inside one K block every output element is one FMA chain in increasing k starting from +0:
+  acc = fma(a[m,k], b[k,n], acc) (one rounding per step, vfmadd231ps);
+* the first K block stores acc, each later block stores fl(acc + C) (vfmadd213ps with alpha 1);
+* a conv bias is added afterwards with one float32 addition (MlasActivation, identity).
+
+A segment with Mseg == 1, or N == 1 (B and C column vectors), takes MLAS's M1 kernels (a different
+order, not modelled): ``mlas_sgemm`` returns None for them.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+THREAD_COMPLEXITY = 64 * 1024   # MLAS_SGEMM_THREAD_COMPLEXITY
+THREAD_ALIGN_N = 16             # MLAS_SGEMM_STRIDEN_THREAD_ALIGN
+STRIDE = 128                    # MLAS_SGEMM_STRIDEN == MLAS_SGEMM_STRIDEK
+
+
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """float32 a*b + c with a single rounding (llvm.fma.f32: a hardware FMA on x86-64 with FMA3)."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return sig, codegen
+
+
+def _partition(index: int, count: int, total: int) -> tuple[int, int]:
+    """MlasPartitionWork: (start, length) of part ``index`` of ``total`` items over ``count`` parts."""
+    per, extra = divmod(total, count)
+    if index < extra:
+        return index * (per + 1), per + 1
+    return extra * (per + 1) + (index - extra) * per, per
+
+
+def segments(m: int, n: int, k: int, threads: int) -> list[tuple[int, int, int, int]]:
+    """(m0, mcount, n0, ncount) of every thread segment of MlasGemm for an M x N x K product."""
+    target = min(int(float(m) * float(n) * float(k) / THREAD_COMPLEXITY) + 1, max(1, threads))
+    if target <= 1:
+        return [(0, m, 0, n)]
+    out = []
+    if n > m:
+        blocks = (n + THREAD_ALIGN_N - 1) // THREAD_ALIGN_N
+        t = min(target, blocks)
+        for i in range(t):
+            s, c = _partition(i, t, blocks)
+            n0 = s * THREAD_ALIGN_N
+            out.append((0, m, n0, min(n - n0, c * THREAD_ALIGN_N)))
+    else:
+        t = min(target, m)
+        for i in range(t):
+            s, c = _partition(i, t, m)
+            out.append((s, c, 0, n))
+    return [s for s in out if s[1] > 0 and s[3] > 0]
+
+
+def stride_k(n: int, k: int) -> int:
+    """MlasSgemmOperation's K block for a segment of ``n`` columns (A not transposed)."""
+    sn, sk = STRIDE, STRIDE
+    if n >= k:
+        while sk // 2 >= k:
+            sn, sk = sn * 2, sk // 2
+    else:
+        while sn > 16 and sn // 2 >= n:
+            sn, sk = sn // 2, sk * 2
+    return sk
+
+
+@njit(cache=True)
+def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):
+    """c[m0:m0+mc, n0:n0+nc] = a[m0:m0+mc] @ b[:, n0:n0+nc] in the order of the module contract."""
+    kk = a.shape[1]
+    tmp = np.empty(nc, np.float32)
+    for m in range(m0, m0 + mc):
+        k0 = 0
+        while k0 < kk:
+            k1 = min(kk, k0 + sk)
+            for j in range(nc):
+                tmp[j] = np.float32(0.0)
+            for k in range(k0, k1):
+                av = a[m, k]
+                for j in range(nc):
+                    tmp[j] = _fma32(av, b[k, n0 + j], tmp[j])
+            if k0 == 0:
+                for j in range(nc):
+                    c[m, n0 + j] = tmp[j]
+            else:
+                for j in range(nc):
+                    c[m, n0 + j] = np.float32(tmp[j] + c[m, n0 + j])
+            k0 = k1
+
+
+def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
+    """float32 (M, K) @ (K, N) in MLAS's order, or None when a segment would take an M1 kernel."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    m, k = a.shape
+    n = b.shape[1]
+    segs = segments(m, n, k, threads)
+    # M1 kernels: a one-row segment, or N == 1 (then ldb == ldc == 1: the transposed-B M1 kernel)
+    if k == 0 or n == 1 or any(mc == 1 for _, mc, _, _ in segs):
+        return None
+    c = np.empty((m, n), np.float32)
+    for m0, mc, n0, nc in segs:
+        _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k))
+    return c
