@@ -81,26 +81,37 @@ def stride_k(n: int, k: int) -> int:
 
 
 @njit(cache=True)
-def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):
-    """c[m0:m0+mc, n0:n0+nc] = a[m0:m0+mc] @ b[:, n0:n0+nc] in the order of the module contract."""
+def _fma_row(av, brow, tmp, nc):  # pragma: no cover - compiled
+    """tmp[j] = fma(av, brow[j], tmp[j]) for j < nc: one FMA per lane.  Indexed by the loop
+    variable alone (an offset index makes Numba emit negative-index wraparound, which keeps LLVM
+    from vectorising)."""
+    for j in range(nc):
+        tmp[j] = _fma32(av, brow[j], tmp[j])
+
+
+@njit(cache=True)
+def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
+    """c[m0:m0+mc, n0:n0+nc] = a[m0:m0+mc] @ b[:, n0:n0+nc] in the order of the module contract.
+    Each lane of ``_fma_row`` is its own FMA chain in increasing k, so vectorising across columns
+    does not change a bit."""
     kk = a.shape[1]
     tmp = np.empty(nc, np.float32)
     for m in range(m0, m0 + mc):
+        crow = c[m, n0:n0 + nc]
+        arow = a[m]
         k0 = 0
         while k0 < kk:
             k1 = min(kk, k0 + sk)
             for j in range(nc):
                 tmp[j] = np.float32(0.0)
             for k in range(k0, k1):
-                av = a[m, k]
-                for j in range(nc):
-                    tmp[j] = _fma32(av, b[k, n0 + j], tmp[j])
+                _fma_row(arow[k], b[k, n0:n0 + nc], tmp, nc)
             if k0 == 0:
                 for j in range(nc):
-                    c[m, n0 + j] = tmp[j]
+                    crow[j] = tmp[j]
             else:
                 for j in range(nc):
-                    c[m, n0 + j] = np.float32(tmp[j] + c[m, n0 + j])
+                    crow[j] = np.float32(tmp[j] + crow[j])
             k0 = k1
 
 
