@@ -115,6 +115,30 @@ def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
             k0 = k1
 
 
+@njit(cache=True)
+def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
+    """``_sgemm_segment`` for narrow segments (few columns, many rows), vectorised across rows
+    instead: ``at`` is A transposed (K, M).  Every output is still one FMA chain per K block in
+    increasing k from +0, later blocks added with one rounding: the same bits."""
+    kk = at.shape[0]
+    tmp = np.empty(mc, np.float32)
+    for j in range(n0, n0 + nc):
+        k0 = 0
+        while k0 < kk:
+            k1 = min(kk, k0 + sk)
+            for i in range(mc):
+                tmp[i] = np.float32(0.0)
+            for k in range(k0, k1):
+                _fma_row(b[k, j], at[k, m0:m0 + mc], tmp, mc)
+            if k0 == 0:
+                for i in range(mc):
+                    c[m0 + i, j] = tmp[i]
+            else:
+                for i in range(mc):
+                    c[m0 + i, j] = np.float32(tmp[i] + c[m0 + i, j])
+            k0 = k1
+
+
 def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
     """float32 (M, K) @ (K, N) in MLAS's order, or None when a segment would take an M1 kernel."""
     a = np.ascontiguousarray(a, dtype=np.float32)
@@ -126,6 +150,12 @@ def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
     if k == 0 or n == 1 or any(mc == 1 for _, mc, _, _ in segs):
         return None
     c = np.empty((m, n), np.float32)
+    at = None
     for m0, mc, n0, nc in segs:
-        _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k))
+        if nc < 64 <= mc:  # few columns: vectorise across rows (fma(b, a, acc) == fma(a, b, acc))
+            if at is None:
+                at = np.ascontiguousarray(a.T)
+            _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k))
+        else:
+            _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k))
     return c

@@ -59,7 +59,8 @@ SHAPES = [
     (96, 24, 56, 56),    # K < 128, N > M: N split over threads, one K block
     (144, 32, 28, 28),   # K blocks 128 + 16
     (384, 96, 14, 14),   # K blocks of 128 (3 blocks)
-    (576, 160, 7, 7),    # N = 49 < K: K block widened to 256 (M split)
+    (576, 160, 7, 7),    # N = 49 < K: K block widened to 256 (M split); narrow: row-vectorised loop
+    (160, 960, 7, 7),    # many rows, 49 columns: row-vectorised loop, K blocks 128 + 32
     (576, 32, 7, 7),     # N > M, N split into 32 + 17 columns: K block 512 per segment
     (960, 40, 5, 5),     # K block 512 + 448, N split 16 + 9
     (300, 7, 3, 11),     # odd sizes
