@@ -74,12 +74,11 @@ def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
                 row[:] = 0
                 continue
             src = xf[b, y - pt]
-            for t in range(pl * c):
-                row[t] = 0
-            for t in range(w * c):
-                row[pl * c + t] = src[t] - zx
-            for t in range((pl + w) * c, wp * c):
-                row[t] = 0
+            row[:pl * c] = 0
+            row[(pl + w) * c:] = 0
+            mid = row[pl * c:(pl + w) * c]  # sliced views: plain loop indices vectorise (an offset
+            for t in range(w * c):          # index would carry Numba's negative-index wraparound)
+                mid[t] = src[t] - zx
 
 
 @numba.njit(cache=True, nogil=True)
@@ -100,14 +99,16 @@ def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, r0, r1, cols):  # pragma: no cov
             for ox in range(ox0, ox1):
                 dst = cols[line * ow + ox - r0]
                 if dw == 1:
-                    s0 = ox * sw * c
+                    d = dst[k0:k0 + run]
+                    sv = src[ox * sw * c:ox * sw * c + run]
                     for t in range(run):
-                        dst[k0 + t] = src[s0 + t]
+                        d[t] = sv[t]
                 else:
                     for kx in range(kw):
-                        s0 = (ox * sw + kx * dw) * c
+                        d = dst[k0 + kx * c:k0 + kx * c + c]
+                        sv = src[(ox * sw + kx * dw) * c:(ox * sw + kx * dw) * c + c]
                         for t in range(c):
-                            dst[k0 + kx * c + t] = src[s0 + t]
+                            d[t] = sv[t]
 
 
 def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float, col_l1: float | None = None):
