@@ -68,6 +68,12 @@ CONV_CASES = [  # (kernel, cin, cout, strides, dilations, pads, H, W, depthwise)
     ((3, 3), 4, 4, (1, 2), (1, 1), (1, 0, 0, 1), 9, 11, True),
     ((3, 3), 3, 3, (2, 1), (2, 2), (2, 2, 2, 2), 10, 9, True),
     ((3, 3), 5, 5, (1, 1), (1, 1), (0, 0, 0, 0), 4, 3, True),
+    ((3, 3), 4, 4, (3, 3), (1, 1), (1, 1, 1, 1), 13, 14, True),  # stride 3: generic phase scatter
+    ((3, 3), 5, 5, (2, 2), (1, 1), (1, 1, 1, 1), 31, 30, True),  # plane runs of several 64-cell blocks
+    ((3, 3), 3, 3, (2, 2), (1, 1), (1, 2, 0, 1), 9, 7, True),  # odd width, odd left pad: phase swap
+    ((3, 3), 3, 6, (3, 2), (1, 1), (2, 1, 0, 2), 14, 13, False),  # im2col from stride phases 3 x 2
+    ((1, 1), 4, 6, (1, 1), (1, 1), (1, 0, 0, 1), 6, 7, False),  # padded 1x1: not the direct path
+    ((3, 3), 3, 32, (2, 2), (1, 1), (0, 0, 1, 1), 100, 90, False),  # several row tiles, stride 2
 ]
 
 
@@ -119,6 +125,72 @@ def test_conv_no_bias_scalar_mult():
     plan = _plan("Conv", "int8", "int8", "int8", w, -3, 0, 5, 0.003, None, (1, 1), (1, 1), (1, 1, 1, 1), 1)
     fast = fast_ort_conv(plan, x)
     assert fast is not None and np.array_equal(fast, _numpy_path(plan, x))
+
+
+@pytest.mark.parametrize("dw", [False, True], ids=["conv", "dw"])
+def test_conv_f32_requant_rows(dw):
+    """float32 bias rows are taken exactly where the bias is a float32 (2^24 + 1 is not), and a bias
+    that is not a float32 changes the result if added in float32 (so the test can fail): at
+    acc = 1, bias = 2^24 + 65537 is 128.5 + 2^-16 after * 2^-17 (-> 129); f32(bias) + 1 gives 128."""
+    from refinterp.kernels.fast.ort_conv import _prep
+
+    m = 6
+    w = np.ones((m, 1, 1, 1), np.int8)
+    x = np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16)  # acc = x: every value 0..255
+    if dw:
+        x = np.repeat(x, m, axis=1)
+    big = (1 << 24) + 65537
+    bias = np.array([big, big - 1, (1 << 24) - 1, -big, -(big - 1), 1 << 25], np.int64)
+    plan = _plan("DepthwiseConv" if dw else "Conv", "uint8", "int8", "uint8", w, 0, 0, 0,
+                 np.full(m, 2.0 ** -17, np.float32), bias, (1, 1), (1, 1), (0, 0, 0, 0), 1)
+    kind, _, _, spec = _prep(plan, x)
+    f32ok = spec[3][2] if kind == "gemm" else spec[1][15]  # the f32ok flags handed to the kernel
+    assert list(f32ok) == [int(float(np.float32(b)) == b) for b in bias] == [0, 1, 1, 0, 1, 1]
+    ref = _numpy_path(plan, x)
+    got = fast_ort_conv(plan, x)
+    assert np.array_equal(got, ref)
+    assert ref[0, 0].reshape(-1)[1] == 129  # acc = 1: the exact sum rounds up, f32(bias) + 1 would not
+
+
+def test_conv_multi_chunk_ignores_f32_rows():
+    """K long enough for several float32 chunks: the chunk sums stay float64 even for small bias."""
+    from refinterp.kernels.fast.ort_conv import _prep
+
+    w = _codes("int8", (5, 700, 1, 1))
+    x = _codes("uint8", (1, 700, 3, 4))
+    plan = _plan("Conv", "uint8", "int8", "int8", w, 7, -128, 2, _mult("normal", 5, 700),
+                 RNG.integers(-100, 100, size=5), (1, 1), (1, 1), (0, 0, 0, 0), 1)
+    kind, _, _, spec = _prep(plan, x)
+    assert kind == "gemm" and len(spec[2]) > 1  # several weight chunks
+    assert np.array_equal(fast_ort_conv(plan, x), _numpy_path(plan, x))
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("shape", [(1, 7, 9, 10), (2, 5, 14, 14)])
+def test_depthwise_split_over_threads_equals_numpy(monkeypatch, parts, shape):
+    """REFINTERP_THREADS > 1: planes split over refinterp's worker threads, same result."""
+    from refinterp.kernels.fast import ort_dw, parallel
+
+    c = shape[1]
+    w = _codes("int8", (c, 1, 3, 3))
+    x = _codes("uint8", shape)
+    plan = _plan("DepthwiseConv", "uint8", "int8", "uint8", w, 128, 0, 3, _mult("normal", c, 9),
+                 RNG.integers(-5000, 5000, size=c), (1, 1), (1, 1), (1, 1, 1, 1), 1)
+    seen = []
+    real = parallel.split_rows
+
+    def forced(n, work, fn):
+        seen.append(n)
+        monkeypatch.setattr(parallel, "parts", lambda n_, w_: min(parts, n_))
+        try:
+            real(n, work, fn)
+        finally:
+            monkeypatch.undo()
+
+    monkeypatch.setattr(ort_dw, "split_rows", forced)
+    got = fast_ort_conv(plan, x)
+    assert seen == [shape[0] * c]
+    assert got is not None and np.array_equal(got, _numpy_path(plan, x))
 
 
 @pytest.mark.parametrize("what", ["impl", "nhwc", "float_out", "grouped"])

@@ -8,15 +8,18 @@ input channel per group (depthwise, channel multiplier 1).
 Exactness contract:
 
 * group 1: ``acc = sum (x - zx) * (w - zw[m])`` is float32 BLAS GEMMs over K-chunks short enough
-  that every partial sum stays below 2^24 (fast/qconv_fast.py ``_chunks``: chunk length
+  that every partial sum stays below 2^24 (fast/qconv_fast.py ``_chunks``: one chunk when
+  ``max|x - zx| * max_m sum_k |w[m, k] - zw[m]|`` < 2^24, else chunk length
   ``floor((2^24 - 1) / (max|x - zx| * max|w - zw|))`` over the whole input dtype range), so any
   BLAS summation order is exact; the chunk sums are added in float64 (exact integers below 2^53).
-  Padded cells hold 0 (= the input zero point before subtraction, as QLinearConv pads).  The
-  output columns are processed in tiles so a tile's accumulators stay in cache until requantized.
-* depthwise: float32 multiply-adds on a zero-padded (x - zx) plane, exact because every partial
-  sum is an integer below kh*kw*max|x - zx|*max|w - zw| < 2^24 (else not covered); 3x3 without
-  dilation sums its 9 taps and requantizes in one pass.
-* then fast/ort_requant.py: ``MlasRequantizeOutput`` on the exact sum + bias.
+  Padded cells hold 0 (= the input zero point before subtraction, as QLinearConv pads).  A 1x1
+  stride-1 unpadded conv reads x directly; any other window reads an im2col built per tile from
+  the zero-padded stride-phase planes of fast/ort_dw.py (every tap row one contiguous copy).  The
+  output columns are processed in tiles (``_tile_cols``) so a tile's accumulators stay in cache
+  until requantized; the tiling never changes a result.
+* depthwise: fast/ort_dw.py (float32 taps, exact below 2^24; else not covered).
+* then fast/ort_requant.py: ``MlasRequantizeOutput`` on the exact sum + bias (float32 lanes for the
+  single-chunk rows whose bias is exactly a float32).
 """
 from __future__ import annotations
 
@@ -25,15 +28,15 @@ import threading
 import numba
 import numpy as np
 
-from ...settings import kernel_threads
-from . import numba_threads
 from .._spatial import ints, resolve_window
-from .ort_requant import requant_chunks, requant_consts, rq1
+from .ort_dw import dw_geometry, dw_nchw, dw_spec, phase_planes
+from .ort_requant import f32_rows, requant_chunks, requant_consts
 from .qconv_fast import _chunks
 
 _CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype, x shape) -> (plan, prep); the plan is kept alive
 _INT8 = ("int8", "uint8")
 _TILE = 1 << 17  # float32 elements per tile buffer (512 KB)
+_SMALL_GEMM = 1_000_000  # multiply-adds per GEMM call up to which OpenBLAS takes its small-matrix kernel
 _SCRATCH = threading.local()  # per-thread float32 work buffers, reused across calls (grown on demand)
 
 
@@ -49,31 +52,20 @@ def _scratch(slot: int, n: int) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _im2col(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, cols):  # pragma: no cover - compiled
-    """cols[(c*kh + ky)*kw + kx, oy*ow + ox] = x[c, iy, ix] - zx, 0 outside the input (x: (C, H, W))."""
-    c_n, h, wd = x.shape
-    for kx in range(kw):
-        off = kx * dw - pl
-        # output columns whose input column ox*sw + off lies in [0, wd): [ox0, ox1)
-        ox0 = 0 if off >= 0 else min(ow, (-off + sw - 1) // sw)
-        ox1 = min(ow, (wd - 1 - off) // sw + 1) if wd - 1 - off >= 0 else 0
-        ox1 = max(ox1, ox0)
-        for c in range(c_n):
-            for ky in range(kh):
-                row = cols[(c * kh + ky) * kw + kx]
-                for oy in range(oh):
-                    iy = oy * sh + ky * dh - pt
-                    dst = row[oy * ow:(oy + 1) * ow]
-                    if iy < 0 or iy >= h:
-                        dst[:] = 0.0
-                        continue
-                    xr = x[c, iy]
-                    for ox in range(ox0):
-                        dst[ox] = 0.0
-                    for ox in range(ox0, ox1):
-                        dst[ox] = np.float32(np.int32(xr[ox * sw + off]) - zx)
-                    for ox in range(ox1, ow):
-                        dst[ox] = 0.0
+def _im2col(buf, toff, wq, oy0, oy1, ow, cols):  # pragma: no cover - compiled
+    """cols[c*T + t, (oy - oy0)*ow + ox] = buf[c, toff[t] + oy*wq + ox] for output rows
+    oy0 <= oy < oy1: buf holds the zero-padded stride-phase planes of (x - zx) (fast/ort_dw.py
+    ``phase_planes``), where every tap of an output row is one contiguous run."""
+    nt = toff.shape[0]
+    for c in range(buf.shape[0]):
+        src = buf[c]
+        for t in range(nt):
+            row = cols[c * nt + t]
+            for oy in range(oy0, oy1):
+                s = src[toff[t] + oy * wq:toff[t] + oy * wq + ow]
+                d = row[(oy - oy0) * ow:(oy - oy0 + 1) * ow]
+                for ox in range(ow):
+                    d[ox] = s[ox]
 
 
 @numba.njit(cache=True)
@@ -87,121 +79,20 @@ def _minus_zp_cols(x2, zx, p0, out):  # pragma: no cover - compiled
             dst[j] = np.float32(np.int32(src[j]) - zx)
 
 
-@numba.njit(cache=True)
-def _axpy(acc, a0, src, s0, wv, n):  # pragma: no cover - compiled
-    """acc[a0 + i] += src[s0 + i] * wv for i < n (a plain loop LLVM vectorizes)."""
-    a = acc[a0:a0 + n]
-    s = src[s0:s0 + n]
-    for i in range(n):
-        a[i] += s[i] * wv
-
-
-@numba.njit(cache=True)
-def _axpy_rows(acc, apitch, src, s0, spitch, rows, n, wv):  # pragma: no cover - compiled
-    """acc[r*apitch + i] += src[s0 + r*spitch + i] * wv for r < rows, i < n."""
-    for r in range(rows):
-        a = acc[r * apitch:r * apitch + n]
-        s = src[s0 + r * spitch:s0 + r * spitch + n]
-        for i in range(n):
-            a[i] += s[i] * wv
-
-
-@numba.njit(cache=True)
-def _dw3x3_q(xp, s0, wp, n, wc, bb, m, zy, flo, fhi, q):  # pragma: no cover - compiled
-    """q[i] = requant(sum of the 9 taps at xp[s0 + ky*wp + kx + i]) for i < n, one pass (3x3,
-    dilation 1); the tap sums are exact (integers below 2^24) in any order."""
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    # three row views (few distinct pointers: LLVM's runtime alias checks stay within its limit)
-    ra, rb, rc = xp[s0:s0 + n + 2], xp[s0 + wp:s0 + wp + n + 2], xp[s0 + 2 * wp:s0 + 2 * wp + n + 2]
-    for i in range(n):
-        a = (ra[i] * w0 + ra[i + 1] * w1 + ra[i + 2] * w2) + (rb[i] * w3 + rb[i + 1] * w4 + rb[i + 2] * w5) \
-            + (rc[i] * w6 + rc[i + 1] * w7 + rc[i + 2] * w8)
-        q[i] = rq1(np.float64(a) + bb, m, zy, flo, fhi)
-
-
-@numba.njit(cache=True)
-def _dw3x3_f(xp, s0, wp, n, wc, f):  # pragma: no cover - compiled
-    """f[i] = sum of the 9 taps at xp[s0 + ky*wp + kx + i] for i < n (exact, as above)."""
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    # three row views (few distinct pointers: LLVM's runtime alias checks stay within its limit)
-    ra, rb, rc = xp[s0:s0 + n + 2], xp[s0 + wp:s0 + wp + n + 2], xp[s0 + 2 * wp:s0 + 2 * wp + n + 2]
-    for i in range(n):
-        f[i] = (ra[i] * w0 + ra[i + 1] * w1 + ra[i + 2] * w2) + (rb[i] * w3 + rb[i + 1] * w4 + rb[i + 2] * w5) \
-            + (rc[i] * w6 + rc[i + 1] * w7 + rc[i + 2] * w8)
-
-
-@numba.njit(cache=True, parallel=True)
-def _dw_nchw(x, w, zx, sh, sw, dh, dw, pt, pl, hp, wp, bias, mult, zy, flo, fhi, out, nblk):  # pragma: no cover
-    """Depthwise conv + MlasRequantizeOutput; x (N, C, H, W) 8-bit, w (C, KH, KW) float32 = w - zw,
-    out (N, C, OH, OW).  Per channel the plane (x - zx) is copied into a zero-padded flat (hp, wp)
-    float32 buffer; every product and partial sum is an integer below kh*kw*255*255 < 2^24
-    (checked by the caller), so the float32 accumulation is exact in any order.  Accumulators are
-    kept for every column (stride 1 in x, contiguous loops); the requantizer reads every sw-th.
-    sh == 1: each tap is one flat loop over oh*wp cells (the extra columns are never read)."""
-    n, c_n, oh, ow = out.shape
-    h, wd = x.shape[2], x.shape[3]
-    kh, kw = w.shape[1], w.shape[2]
-    total = n * c_n
-    wfull = (ow - 1) * sw + 1
-    for t in numba.prange(nblk):
-        xp = np.zeros(hp * wp + wp, np.float32)  # slack: the flat loop reads up to (kw-1)*dw past
-        acc = np.empty(oh * wp, np.float32)
-        tmp = np.empty(ow, np.float32)
-        qflat = np.empty(oh * wp, out.dtype)
-        for r in range(t * total // nblk, (t + 1) * total // nblk):
-            b = r // c_n
-            ch = r - b * c_n
-            for iy in range(h):  # the border cells are never written: they stay 0
-                xr = x[b, ch, iy]
-                dst = xp[(iy + pt) * wp + pl:(iy + pt) * wp + pl + wd]
-                for ix in range(wd):
-                    dst[ix] = np.float32(np.int32(xr[ix]) - zx)
-            m = mult[ch]
-            bb = bias[ch]
-            if kh == 3 and kw == 3 and dh == 1 and dw == 1:  # one fused pass, no accumulator buffer
-                wc = w[ch].reshape(9)
-                if sh == 1 and sw == 1:
-                    _dw3x3_q(xp, 0, wp, oh * wp, wc, bb, m, zy, flo, fhi, qflat)
-                    for oy in range(oh):
-                        orow = out[b, ch, oy]
-                        qr = qflat[oy * wp:oy * wp + ow]
-                        for ox in range(ow):
-                            orow[ox] = qr[ox]
-                else:
-                    for oy in range(oh):
-                        _dw3x3_f(xp, oy * sh * wp, wp, wfull, wc, acc)
-                        orow = out[b, ch, oy]
-                        for ox in range(ow):
-                            tmp[ox] = acc[ox * sw]
-                        for ox in range(ow):
-                            orow[ox] = rq1(np.float64(tmp[ox]) + bb, m, zy, flo, fhi)
-                continue
-            acc[:] = 0.0
-            if sh == 1:
-                for ky in range(kh):
-                    for kx in range(kw):
-                        wv = w[ch, ky, kx]
-                        _axpy(acc, 0, xp, ky * dh * wp + kx * dw, wv, oh * wp)
-            else:
-                for ky in range(kh):
-                    for kx in range(kw):
-                        _axpy_rows(acc, wp, xp, ky * dh * wp + kx * dw, sh * wp, oh, wfull, w[ch, ky, kx])
-            if sw == 1:  # one flat (vectorized) pass over every column, then the rows are copied
-                for i in range(oh * wp):
-                    qflat[i] = rq1(np.float64(acc[i]) + bb, m, zy, flo, fhi)
-                for oy in range(oh):
-                    orow = out[b, ch, oy]
-                    qr = qflat[oy * wp:oy * wp + ow]
-                    for ox in range(ow):
-                        orow[ox] = qr[ox]
-                continue
-            for oy in range(oh):  # sw > 1: compact the sw-th columns first, then a contiguous loop
-                orow = out[b, ch, oy]
-                ar = acc[oy * wp:oy * wp + wfull]
-                for ox in range(ow):
-                    tmp[ox] = ar[ox * sw]
-                for ox in range(ow):
-                    orow[ox] = rq1(np.float64(tmp[ox]) + bb, m, zy, flo, fhi)
+def _tile_cols(P: int, m: int, K: int, nch: int) -> int:
+    """Output columns per tile (speed only; every tiling gives the same result).  The float32
+    accumulators of one tile (and its input columns) stay cache-resident between the GEMM and the
+    requantizer (about 512 KB each); where m*K is small the tile is also kept to at most
+    _SMALL_GEMM multiply-adds (OpenBLAS's faster small-matrix sgemm path) if that leaves >= 512
+    columns; and a tile row is never a multiple of 512 floats (row strides that are multiples of
+    2-4 KB alias in the caches: up to 2x slower sgemm, measured on this project's benchmark)."""
+    pb = max(256, (min(_TILE // (nch * m), _TILE // K) // 16) * 16)
+    small = (_SMALL_GEMM // max(1, m * K)) // 16 * 16
+    if small >= 512:  # (smaller tiles: the per-call overhead eats the gain)
+        pb = min(pb, small)
+    if pb >= P:
+        return P
+    return pb - 16 if pb % 512 == 0 else pb
 
 
 def _prep(plan, x: np.ndarray):
@@ -226,21 +117,35 @@ def _prep(plan, x: np.ndarray):
     consts = requant_consts(plan, m)
     if consts is None:
         return None
+    ii = np.iinfo(x.dtype)
+    xmax = max(abs(int(ii.min) - plan.zx), abs(int(ii.max) - plan.zx))
+    aw = np.abs(wq)
+    consts = (consts[0],) + f32_rows(consts[0]) + consts[1:]
+    odt = np.dtype(plan.dtype)
     if group == 1 and cg == cin:
-        aw = np.abs(wq)
         cdt, chunk = _chunks(cg * kh * kw, x.dtype, plan.zx, float(np.max(aw)) if wq.size else 0.0,
                              float(np.max(aw.sum(axis=1))) if wq.size else 0.0)
         if cdt is not np.float32:
             return None
         K = wq.shape[1]
         wch = [np.ascontiguousarray(wq[:, k0:k0 + chunk], np.float32) for k0 in range(0, K, chunk)]
-        prep = ("gemm", win, (kh, kw), chunk, wch, consts)
+        oh, ow = win.out
+        P = oh * ow
+        direct = (kh, kw) == (1, 1) and win.strides == (1, 1) and not any(win.pad_begin) and not any(win.pad_end)
+        pb = _tile_cols(P, m, K, len(wch))
+        if not direct:  # im2col per tile of whole output rows (the tile's columns stay in cache)
+            rows = max(1, pb // ow)
+            if 1 < rows < oh and (rows * ow) % 512 == 0:
+                rows -= 1
+            pb = min(oh, rows) * ow
+        tiles = [(p0, min(P, p0 + pb)) for p0 in range(0, P, pb)]
+        geo = None if direct else dw_geometry(win, kh, kw, x.shape[2:])
+        prep = ("gemm", odt, m, (win, chunk, wch, consts, np.int32(plan.zx), K, P, tiles, geo))
     elif group == cin and cg == 1 and m == cin:
-        ii = np.iinfo(x.dtype)
-        xmax = max(abs(int(ii.min) - plan.zx), abs(int(ii.max) - plan.zx))
-        if kh * kw * xmax * float(np.max(np.abs(wq), initial=0.0)) >= (1 << 24):
+        if kh * kw * xmax * float(np.max(aw, initial=0.0)) >= (1 << 24):
             return None
-        prep = ("dw", win, (kh, kw), 0, np.ascontiguousarray(wq.reshape(m, kh, kw), np.float32), consts)
+        spec = dw_spec(win, kh, kw, x.shape, plan.zx, np.ascontiguousarray(wq, np.float32), consts)
+        prep = ("dw", odt, m, spec)
     else:
         return None
     _CACHE[key] = (plan, prep)
@@ -248,51 +153,46 @@ def _prep(plan, x: np.ndarray):
 
 
 def fast_ort_conv(plan, x) -> np.ndarray | None:
+    if plan.impl != "mlas_f32" or plan.dtype == "float32" or plan.fplan.layout != "NCHW":
+        return None
     x = np.asarray(x)
-    if (plan.impl != "mlas_f32" or x.ndim != 4 or str(x.dtype) not in _INT8
-            or plan.fplan.layout != "NCHW" or plan.dtype == "float32"):
+    if x.ndim != 4 or x.dtype.itemsize != 1 or x.dtype.kind not in "iu":
         return None
     prep = _prep(plan, x)
     if prep is None:
         return None
-    kind, win, (kh, kw), chunk, wts, (bias, mult, zy, flo, fhi) = prep
+    kind, odt, m, spec = prep
     x = np.ascontiguousarray(x)
-    n, cin = x.shape[:2]
-    oh, ow = win.out
-    sh, sw = win.strides
-    dh, dw = win.dilations
-    pt, pl = win.pad_begin
-    out = np.empty((n, wts.shape[0] if kind == "dw" else wts[0].shape[0], oh, ow), np.dtype(plan.dtype))
+    n = x.shape[0]
+    out = np.empty((n, m) + spec[0].out, odt)
     if kind == "dw":
-        hp = max((oh - 1) * sh + (kh - 1) * dh + 1, pt + x.shape[2])
-        wp = max((ow - 1) * sw + (kw - 1) * dw + 1, pl + x.shape[3])
-        nthr = kernel_threads(out.size * kh * kw)
-        with numba_threads(nthr):
-            _dw_nchw(x, wts, np.int32(plan.zx), sh, sw, dh, dw, pt, pl, hp, wp, bias, mult, zy, flo, fhi, out,
-                     min(nthr, n * out.shape[1]))
-        return out
-    direct = (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and not any(win.pad_begin) and not any(win.pad_end)
-    m, K, P = wts[0].shape[0], cin * kh * kw, oh * ow
-    # column tiles: the float32 accumulators of one tile (and its input columns) stay cache-resident
-    # between the GEMM and the requantizer (about 512 KB each)
-    pb = min(P, max(256, (min(_TILE // (len(wts) * m), _TILE // K) // 16) * 16))
+        dw_nchw(x, spec, out)
+    else:
+        _gemm_conv(x, spec, out)
+    return out
+
+
+def _gemm_conv(x, spec, out) -> None:
+    win, chunk, wts, consts, zx, K, P, tiles, geo = spec
+    n, cin = x.shape[:2]
+    m = out.shape[1]
+    nch = len(wts)
     for b in range(n):
         o2 = out[b].reshape(m, P)
-        if direct:
-            x2 = x[b].reshape(cin, P)
-        else:
-            cols = _scratch(0, K * P).reshape(K, P)
-            _im2col(x[b], np.int32(plan.zx), kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, cols)
-        for p0 in range(0, P, pb):
-            p1 = min(P, p0 + pb)
-            if direct:
-                cb = _scratch(0, K * (p1 - p0)).reshape(K, p1 - p0)
-                _minus_zp_cols(x2, np.int32(plan.zx), p0, cb)
+        x2 = x[b].reshape(cin, -1)
+        if geo is not None:
+            hq, wq, toff = geo[:3]
+            sh, sw = win.strides
+            ph = np.zeros((cin, sh * sw * hq * wq), np.float32)
+            phase_planes(x2, zx, sh, sw, win.pad_begin[0], win.pad_begin[1], x.shape[2], x.shape[3], hq, wq, ph)
+        for p0, p1 in tiles:
+            cb = _scratch(0, K * (p1 - p0)).reshape(K, p1 - p0)
+            if geo is None:
+                _minus_zp_cols(x2, zx, p0, cb)
             else:
-                cb = cols[:, p0:p1]
-            acc3 = _scratch(1, len(wts) * m * (p1 - p0)).reshape(len(wts), m, p1 - p0)
-            for i, wc in enumerate(wts):
-                np.matmul(wc, cb[i * chunk:(i + 1) * chunk], out=acc3[i])
+                _im2col(ph, toff, wq, p0 // win.out[1], p1 // win.out[1], win.out[1], cb)
+            acc3 = _scratch(1, nch * m * (p1 - p0)).reshape(nch, m, p1 - p0)
+            for i in range(nch):
+                np.matmul(wts[i], cb[i * chunk:(i + 1) * chunk], out=acc3[i])
             # always a strided 2-D view (one Numba specialization whether or not P is tiled)
-            requant_chunks(acc3, bias, mult, zy, flo, fhi, o2[:, p0:p1])
-    return out
+            requant_chunks(acc3, *consts, o2[:, p0:p1])

@@ -7,6 +7,12 @@ round half to even, ``+ zy``.  Accumulators arrive as float32 chunks holding exa
 (|value| < 2^24); they, the chunk sums and the int32 bias are exact float64 integers, so
 ``f32(float64 sum)`` is the one RNE rounding of NumPy's int64 -> float32 cast.  Rounding: the
 float32 magic-number add (1.5 * 2^23), RNE for the clamped |v| <= 2^22.  8-bit outputs only.
+
+float32 lanes (``rq1f``, the ``f32ok`` rows): where ``bias[m]`` is exactly a float32 and the
+accumulator is one exact float32 integer (a single K chunk; |acc| < 2^24), ``f32(acc) + f32(bias)``
+is one correctly rounded IEEE addition of exact operands, i.e. RNE(acc + bias) = the reference's
+``f32(int64 acc + bias)`` whatever its magnitude, so the float64 add is skipped and the loop runs
+16 lanes per AVX-512 vector with the same result.
 """
 from __future__ import annotations
 
@@ -30,16 +36,36 @@ def rq1(a, mm, zy, flo, fhi):  # pragma: no cover - compiled
     return np.int32((v + _MAGIC) - _MAGIC) + zy
 
 
-@numba.njit(cache=True)
-def _rq_chunks(acc3, bias, mult, zy, flo, fhi, out):  # pragma: no cover - compiled
-    """acc3 (nch, M, P) float32 integer-valued (|v| < 2^24); bias float64 (M,); out (M, P)."""
+@numba.njit(cache=True, inline="always")
+def rq1f(a, mm, zy, flo, fhi):  # pragma: no cover - compiled
+    """``rq1`` for ``a`` = f32(acc) + f32(bias) computed in float32 from exact operands (= f32(acc + bias))."""
+    v = a * mm
+    if v < flo:
+        v = flo
+    elif v > fhi:
+        v = fhi
+    return np.int32((v + _MAGIC) - _MAGIC) + zy
+
+
+@numba.njit(cache=True, inline="always")
+def _rq_f32_row(a0, bb, mm, zy, flo, fhi, o):  # pragma: no cover - compiled
+    for p in range(a0.shape[0]):
+        o[p] = rq1f(a0[p] + bb, mm, zy, flo, fhi)
+
+
+@numba.njit(cache=True, nogil=True)
+def _rq_chunks(acc3, bias, bias32, f32ok, mult, zy, flo, fhi, out):  # pragma: no cover - compiled
+    """acc3 (nch, M, P) float32 integer-valued (|v| < 2^24); bias float64 (M,); out (M, P);
+    rows with f32ok[m] (one chunk only) add bias32[m] = bias[m] in float32 (one rounding, as above)."""
     nch, m_n, p_n = acc3.shape
     for m in range(m_n):
         mm = mult[m]
         bb = bias[m]
         o = out[m]
         a0 = acc3[0, m]
-        if nch == 1:
+        if nch == 1 and f32ok[m]:
+            _rq_f32_row(a0, bias32[m], mm, zy, flo, fhi, o)
+        elif nch == 1:
             for p in range(p_n):
                 o[p] = rq1(np.float64(a0[p]) + bb, mm, zy, flo, fhi)
         else:
@@ -77,8 +103,16 @@ def requant_consts(plan, m: int):
     return (bias, mult, np.int32(plan.zy), np.float32(plan.lo - plan.zy), np.float32(plan.hi - plan.zy))
 
 
-def requant_chunks(acc3: np.ndarray, bias, mult, zy, flo, fhi, out: np.ndarray) -> None:
-    _rq_chunks(acc3, bias, mult, zy, flo, fhi, out)
+def f32_rows(bias: np.ndarray):
+    """(bias32 float32 (M,), f32ok uint8 (M,)): f32ok[m] = 1 where bias[m] is exactly a float32, so
+    that f32(acc) + bias32[m] rounds once, as the reference does (see the module docstring)."""
+    bias32 = np.asarray(bias, np.float64).astype(np.float32)
+    ok = bias32.astype(np.float64) == bias
+    return np.where(ok, bias32, np.float32(0.0)), ok.astype(np.uint8)
+
+
+def requant_chunks(acc3: np.ndarray, bias, bias32, f32ok, mult, zy, flo, fhi, out: np.ndarray) -> None:
+    _rq_chunks(acc3, bias, bias32, f32ok, mult, zy, flo, fhi, out)
 
 
 def requant_rows(acc: np.ndarray, bias, mult, zy, flo, fhi, out: np.ndarray) -> None:
