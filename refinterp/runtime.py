@@ -11,7 +11,7 @@ from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
 from .errors import InputError, ModelError, RefinterpError, ResourceError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
-from .kernels.registry import Kernel, PrepareContext, lookup
+from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
 from .schemes import Scheme, load_scheme
 
 Hook = Callable[[Node, dict[str, np.ndarray]], None]
@@ -65,7 +65,7 @@ class Session:
         outs = [self.graph.tensors[o] for o in node.outputs if o]
         ctx = PrepareContext(node, ins, outs, dict(choice.settings))
         try:
-            plan = k.prepare(node, ctx)
+            k, plan = resolve_delegate(k, k.prepare(node, ctx))
             float_kernel = k.variant == "float"
             dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
                             and storage_dtype(t.dtype).kind in "iu") for t in ins)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ._ort_common import is_quantized
 from .ort_float_sgemm import mlas_sgemm
-from .registry import _REGISTRY, kernel
+from .registry import _REGISTRY, Delegate, kernel
 
 VARIANT = "ort_float"
 
@@ -78,17 +78,18 @@ def _prepare(node, ctx):
     first_out = ctx.outputs[0] if ctx.outputs else None
     if is_quantized(first_in) or is_quantized(first_out) or any(is_quantized(t) for t in ctx.inputs):
         k = _REGISTRY[("Conv", "ort")]
-        return (k, k.prepare(node, ctx))
+        return Delegate(k, k.prepare(node, ctx))  # the session runs and reports it as the ort kernel
     fk = _REGISTRY[("Conv", "float")]
     fplan = fk.prepare(node, ctx)
-    return OrtFloatConvPlan(node.name, _pointwise(node, fplan), physical_cores(), (fk, fplan))
+    if not _pointwise(node, fplan):
+        return Delegate(fk, fplan)  # not MLAS's GemmDirect: the generic float conv, reported as such
+    return OrtFloatConvPlan(node.name, True, physical_cores(), (fk, fplan))
 
 
 @kernel("Conv", VARIANT, prepare=_prepare)
 def ort_float_conv(plan, x, w, b=None):
-    if not isinstance(plan, OrtFloatConvPlan):
-        k, inner = plan
-        return k.run(inner, x, w, b)
+    if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
+        return plan.kernel.run(plan.plan, x, w, b)
     fk, fplan = plan.fallback
     x = np.asarray(x)
     w = np.asarray(w)

@@ -74,6 +74,23 @@ def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", 
     return deco
 
 
+@dataclass(frozen=True)
+class Delegate:
+    """What a ``prepare`` returns to hand its node to another registered kernel (with that kernel's
+    plan): the session then runs, reports and describes the node as that kernel's.  E.g. a
+    variant that only changes float nodes passes quantized ones on to the usual kernel."""
+
+    kernel: "Kernel"
+    plan: Any
+
+
+def resolve_delegate(k: "Kernel", plan: Any) -> tuple["Kernel", Any]:
+    """Follow ``Delegate`` results to the kernel that actually runs the node."""
+    while isinstance(plan, Delegate):
+        k, plan = plan.kernel, plan.plan
+    return k, plan
+
+
 def lookup(op: str, variants: list[str], *, node: Node | None = None, fmt: str = "") -> Kernel:
     """First registered kernel among ``variants`` (in order of preference)."""
     for v in variants:

@@ -165,3 +165,16 @@ def test_qdq_int8_unfused_conv_every_tensor(tmp_path):
                 assert np.array_equal(v, want), f"integer tensor {name} differs"
             compared += 1
     assert compared >= 4 * 5
+
+
+def test_steps_report_the_kernel_that_runs(tmp_path):
+    """ort_float hands 3x3 float convs to the generic float kernel (Delegate): the session reports
+    ``float`` for them and ``ort_float`` only for the pointwise ones it computes in MLAS's order."""
+    _, pw = _float_conv_model(tmp_path, 8, 4, 5, 5, False)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3])], "k3",
+                          [helper.make_tensor_value_info("x", F, [1, 8, 5, 5]),
+                           helper.make_tensor_value_info("w", F, [4, 8, 3, 3])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    _, k3 = _save(tmp_path, g, "k3")
+    assert [st.kernel.variant for st in refinterp.Session(refinterp.load(pw), "onnxruntime-cpu").steps] == ["ort_float"]
+    assert [st.kernel.variant for st in refinterp.Session(refinterp.load(k3), "onnxruntime-cpu").steps] == ["float"]
