@@ -16,6 +16,7 @@ variable when NumPy is first imported; call it (or export the variables) before 
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -30,6 +31,12 @@ def threads() -> int:
             return max(1, int(v))
         except ValueError:
             pass
+    return _cpus()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpus() -> int:
+    """os.cpu_count(), read once (it costs ~8 us here, and kernels ask per call)."""
     return max(1, os.cpu_count() or 1)
 
 
