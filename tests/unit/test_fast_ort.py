@@ -168,28 +168,25 @@ def test_conv_multi_chunk_ignores_f32_rows():
 @pytest.mark.parametrize("parts", [2, 3])
 @pytest.mark.parametrize("shape", [(1, 7, 9, 10), (2, 5, 14, 14)])
 def test_depthwise_split_over_threads_equals_numpy(monkeypatch, parts, shape):
-    """REFINTERP_THREADS > 1: planes split over refinterp's worker threads, same result."""
-    from refinterp.kernels.fast import ort_dw, parallel
+    """REFINTERP_THREADS > 1: planes split into blocks over Numba's threads, same result."""
+    from refinterp.kernels.fast import ort_dw
 
     c = shape[1]
     w = _codes("int8", (c, 1, 3, 3))
     x = _codes("uint8", shape)
     plan = _plan("DepthwiseConv", "uint8", "int8", "uint8", w, 128, 0, 3, _mult("normal", c, 9),
                  RNG.integers(-5000, 5000, size=c), (1, 1), (1, 1), (1, 1, 1, 1), 1)
-    seen = []
-    real = parallel.split_rows
+    blocks = []
+    real = ort_dw._dw_planes_par
 
-    def forced(n, work, fn):
-        seen.append(n)
-        monkeypatch.setattr(parallel, "parts", lambda n_, w_: min(parts, n_))
-        try:
-            real(n, work, fn)
-        finally:
-            monkeypatch.undo()
+    def spy(*args):
+        blocks.append(args[-1])
+        return real(*args)
 
-    monkeypatch.setattr(ort_dw, "split_rows", forced)
+    monkeypatch.setattr(ort_dw, "kernel_threads", lambda work: parts)
+    monkeypatch.setattr(ort_dw, "_dw_planes_par", spy)
     got = fast_ort_conv(plan, x)
-    assert seen == [shape[0] * c]
+    assert blocks == [min(parts, shape[0] * c)]
     assert got is not None and np.array_equal(got, _numpy_path(plan, x))
 
 

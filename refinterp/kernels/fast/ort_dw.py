@@ -19,8 +19,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...settings import kernel_threads
+from . import numba_threads
 from .ort_requant import rq1, rq1f
-from .parallel import split_rows
 
 
 @numba.njit(cache=True, inline="always")
@@ -165,10 +166,27 @@ def dw_spec(win, kh: int, kw: int, x_shape, zx: int, w2, consts) -> tuple:
     return (win, static, oh * ow * toff.size)
 
 
+@numba.njit(cache=True, parallel=True)
+def _dw_planes_par(x2, w2, toff, zx, sh, sw, pt, pl, h, wd, hq, wq, oh, ow,
+                   bias, bias32, f32ok, mult, zy, flo, fhi, out2, nblk):  # pragma: no cover - compiled
+    """``_dw_planes`` over ``nblk`` contiguous blocks of planes, one per prange iteration (each plane
+    is computed alone: the result does not depend on the split)."""
+    nc = x2.shape[0]
+    for t in numba.prange(nblk):
+        _dw_planes(x2, w2, toff, zx, sh, sw, pt, pl, h, wd, hq, wq, oh, ow, bias, bias32, f32ok, mult, zy,
+                   flo, fhi, out2, t * nc // nblk, (t + 1) * nc // nblk)
+
+
 def dw_nchw(x, spec, out) -> None:
-    """out (N, C, OH, OW) = requantized depthwise conv of x (N, C, H, W); planes split over threads."""
+    """out (N, C, OH, OW) = requantized depthwise conv of x (N, C, H, W); planes split over Numba
+    threads when the work is large enough (``settings.kernel_threads``)."""
     static, work = spec[1], spec[2]
     nc = x.shape[0] * x.shape[1]
     x2 = x.reshape(nc, -1)
     out2 = out.reshape(nc, -1)
-    split_rows(nc, nc * work, lambda r0, r1: _dw_planes(x2, *static, out2, r0, r1))
+    nthr = min(kernel_threads(nc * work), nc)
+    if nthr <= 1:  # no parallel launcher
+        _dw_planes(x2, *static, out2, 0, nc)
+        return
+    with numba_threads(nthr):
+        _dw_planes_par(x2, *static, out2, nthr)
