@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels import conv as fconv
-from refinterp.kernels._spatial import ints, resolve_window
 from refinterp.kernels.fast import dw_fused, qdepthwise_fast
 from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
 from refinterp.kernels.registry import PrepareContext, lookup
-from refinterp.quant.params import accumulate_overflow
+
+from test_fast_kernels import _numpy_qconv  # the same NumPy reference (cell-loop sums, int64)
 
 RNG = np.random.default_rng(1208)
 
@@ -61,20 +60,6 @@ def _plan(x, w, b, attrs, settings, zx, zo, sx=0.05, so=0.07, sw=None, act=None,
     return k, k.prepare(node, ctx)
 
 
-def _reference(plan, x):
-    fp = plan.fplan
-    wk = fconv.internal_weights(plan.w, fp.weight_layout, x.shape[-1], 2, fp.name)
-    win = resolve_window(x.shape[1:3], wk.shape[:2], ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1), fp.pads,
-                         fp.auto_pad)
-    acc = fconv.conv_channels_last_numpy(x.astype(np.float64) - plan.zx, wk, None, win, np.dtype(np.float64))
-    acc = acc.astype(np.int64)
-    if plan.bias is not None:
-        acc = acc + plan.bias
-    if plan.acc32:
-        acc = accumulate_overflow(acc, plan.settings)
-    return plan.requant(acc)
-
-
 def _attrs(kernel, strides=(1, 1), dil=(1, 1), pad="SAME_UPPER", mult=1, cin=1, pads=None):
     a = {"layout": "NHWC", "weight_layout": "1HWO", "strides": list(strides), "dilations": list(dil),
          "auto_pad": pad, "kernel_shape": list(kernel), "group": cin, "depth_multiplier": mult}
@@ -84,7 +69,7 @@ def _attrs(kernel, strides=(1, 1), dil=(1, 1), pad="SAME_UPPER", mult=1, cin=1, 
 
 
 def _check(plan, x, k=None, w=None, b=None):
-    ref = _reference(plan, x)
+    ref = _numpy_qconv(plan, x)
     got = fast_depthwise(plan, x)
     assert got is not None
     assert got.dtype == ref.dtype and got.shape == ref.shape
