@@ -28,12 +28,7 @@ _MAGIC = np.float32(12582912.0)  # 1.5 * 2^23
 def rq1(a, mm, zy, flo, fhi):  # pragma: no cover - compiled
     """One element: ``a`` float64 holding the exact integer acc + bias (|a| < 2^53), so
     f32(a) is the single RNE rounding of NumPy's int64 -> float32 cast."""
-    v = np.float32(a) * mm
-    if v < flo:
-        v = flo
-    elif v > fhi:
-        v = fhi
-    return np.int32((v + _MAGIC) - _MAGIC) + zy
+    return rq1f(np.float32(a), mm, zy, flo, fhi)
 
 
 @numba.njit(cache=True, inline="always")
