@@ -90,7 +90,7 @@ def _scatter(xr, zx, h, wd, sw, pl, psz, rowoff, ix0s, cnts, coff, buf):  # prag
                     dst[i] = np.float32(np.int32(src[i * sw]) - zx)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def phase_planes(x2, zx, sh, sw, pt, pl, h, wd, hq, wq, buf):  # pragma: no cover - compiled
     """buf (C, >= sh*sw*hq*wq) zeroed by the caller; plane c of x2 (C, H*W) scattered into row c."""
     rowoff, ix0s, cnts, coff = _tables(h, wd, sh, sw, pt, pl, hq, wq)
@@ -98,7 +98,7 @@ def phase_planes(x2, zx, sh, sw, pt, pl, h, wd, hq, wq, buf):  # pragma: no cove
         _scatter(x2[c], zx, h, wd, sw, pl, hq * wq, rowoff, ix0s, cnts, coff, buf[c])
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _dw_planes(x2, w2, toff, zx, sh, sw, pt, pl, h, wd, hq, wq, oh, ow,
                bias, bias32, f32ok, mult, zy, flo, fhi, out2, r0, r1):  # pragma: no cover - compiled
     """Planes r0 <= r < r1 of x2 (N*C, H*W) 8-bit -> out2 (N*C, OH*OW); w2 (C, T) float32 (w - zw),

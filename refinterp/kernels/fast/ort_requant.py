@@ -48,7 +48,7 @@ def _rq_f32_row(a0, bb, mm, zy, flo, fhi, o):  # pragma: no cover - compiled
         o[p] = rq1f(a0[p] + bb, mm, zy, flo, fhi)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _rq_chunks(acc3, bias, bias32, f32ok, mult, zy, flo, fhi, out):  # pragma: no cover - compiled
     """acc3 (nch, M, P) float32 integer-valued (|v| < 2^24); bias float64 (M,); out (M, P);
     rows with f32ok[m] (one chunk only) add bias32[m] = bias[m] in float32 (one rounding, as above)."""

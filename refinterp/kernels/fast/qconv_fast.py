@@ -53,13 +53,13 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
     return prep
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _minus_zp(x, zx, out):  # pragma: no cover - compiled
     for i in range(x.size):
         out[i] = x[i] - zx
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
     """xp (N, Hp, Wp, C) <- x - zx placed at (pt, pl), 0 elsewhere (|x - zx| < 2^17: exact)."""
     n, h, w, c = x.shape
@@ -80,23 +80,21 @@ def _pad_minus_zp(x, zx, pt, pl, xp):  # pragma: no cover - compiled
                 mid[t] = src[t] - zx
 
 
-@numba.njit(cache=True, nogil=True)
-def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, r0, r1, cols):  # pragma: no cover - compiled
-    """cols[r - r0, (ky, kx, c)] = xp[b, oy*sh + ky*dh, ox*sw + kx*dw, c] for output rows
-    r = (b, oy, ox) in [r0, r1); with dw == 1 each (ky) row is one contiguous run of kw*C values."""
+@numba.njit(cache=True)
+def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow, cols):  # pragma: no cover - compiled
+    """cols[(b, oy, ox), (ky, kx, c)] = xp[b, oy*sh + ky*dh, ox*sw + kx*dw, c]; with dw == 1 each
+    (ky) row is one contiguous run of kw*C values."""
     n, hp, wp, c = xp.shape
     flat = xp.reshape(n, hp, wp * c)
     run = kw * c
-    for line in range(r0 // ow, (r1 - 1) // ow + 1):  # output lines (b, oy)
+    for line in range(n * oh):  # output lines (b, oy)
         b = line // oh
         oy = line - b * oh
-        ox0 = max(0, r0 - line * ow)
-        ox1 = min(ow, r1 - line * ow)
         for ky in range(kh):
             src = flat[b, oy * sh + ky * dh]
             k0 = ky * run
-            for ox in range(ox0, ox1):
-                dst = cols[line * ow + ox - r0]
+            for ox in range(ow):
+                dst = cols[line * ow + ox]
                 if dw == 1:
                     d = dst[k0:k0 + run]
                     sv = src[ox * sw * c:ox * sw * c + run]
@@ -158,34 +156,25 @@ def fast_conv(plan, x) -> np.ndarray | None:
     K, M = wc.shape
     n = x.shape[0]
     rows = n * win.out[0] * win.out[1]
-    out = np.empty((rows, M), np.dtype(plan.requant.dtype))
+    cols = np.empty((rows, K), cdt)
     if plain:
         sh, sw = win.strides
         if sh > 1 or sw > 1:
             x = np.ascontiguousarray(x[:, : (win.out[0] - 1) * sh + 1: sh, : (win.out[1] - 1) * sw + 1: sw])
-        x2 = x.reshape(rows, K)
-        cols = np.empty((rows, K), cdt)
+        _minus_zp(x.reshape(-1), plan.zx, cols.reshape(-1))  # exact: |x - zx| < 2^17
     else:  # padded cells hold 0 after the zero point is subtracted: they contribute 0
         (pt, pl), (pb, pr) = win.pad_begin, win.pad_end
         xp = np.empty((n, pt + x.shape[1] + max(pb, 0), pl + x.shape[2] + max(pr, 0), x.shape[3]), cdt)
         _pad_minus_zp(x, plan.zx, pt, pl, xp)
-        cols = np.empty((rows, K), cdt)
-
-    def prepare_rows(r0: int, r1: int) -> None:
-        if plain:
-            _minus_zp(x2[r0:r1].reshape(-1), plan.zx, cols[r0:r1].reshape(-1))  # exact: |x - zx| < 2^17
-        else:
-            _im2col(xp, kshape[0], kshape[1], win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
-                    win.out[0], win.out[1], r0, r1, cols[r0:r1])
-
-    # One pass each, on the calling thread: BLAS threads the GEMM itself (REFINTERP_THREADS); splitting
-    # the Numba passes over worker threads measured slower here (2 cores, MobileNetV2-224).
-    prepare_rows(0, rows)
+        _im2col(xp, kshape[0], kshape[1], win.strides[0], win.strides[1], win.dilations[0], win.dilations[1],
+                win.out[0], win.out[1], cols)
+    # BLAS threads the GEMM itself (REFINTERP_THREADS); the Numba passes run on the calling thread
     acc = cols[:, :chunk] @ wc[:chunk]
     if chunk < K:
         acc = acc.astype(np.float64)
         for k0 in range(chunk, K, chunk):
             acc += cols[:, k0:k0 + chunk] @ wc[k0:k0 + chunk]
+    out = np.empty((rows, M), np.dtype(plan.requant.dtype))
     requant(acc, bias, out)
     return out.reshape((n,) + win.out + (M,))
 

@@ -28,7 +28,7 @@ _GEMV_ROWS = 8  # at most this many input rows: integer dot products instead of 
 _CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype) -> (plan, prepared); the plan is kept alive
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _gemv_i32(xs, w, acc):  # pragma: no cover - compiled
     """acc[r, o] = sum_k xs[r, k] * w[o, k] in int32; exact when max|xs| * max_o sum_k |w[o, k]|
     < 2^31 (checked by the caller), so no partial sum wraps."""

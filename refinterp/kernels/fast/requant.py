@@ -67,7 +67,7 @@ def _rescale(v, m, sh, sc32, sc64, code):  # pragma: no cover - compiled
     return (y >> right) + (1 if (y & mask) > thr else 0)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused(acc, bias, M, sh, sc32, sc64, code, overflow, zo, lo, hi, out):  # pragma: no cover - compiled
     rows, c = acc.shape
     for r in range(rows):  # serial: memory-bound, ~1-2 ns per element
@@ -81,7 +81,7 @@ def _fused(acc, bias, M, sh, sc32, sc64, code, overflow, zo, lo, hi, out):  # pr
             out[r, j] = min(max(y, lo), hi)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_srdhm(acc, bias, M, left, right, upward, wrap, zo, lo, hi, out):  # pragma: no cover - compiled
     """Branch-free ``double`` / ``upward`` forms for int32-wrapped accumulators and 0 <= M < 2^31
     (so SRDHM's INT32_MIN * INT32_MIN saturation cannot occur); vectorises over channels."""
@@ -104,7 +104,7 @@ def _fused_srdhm(acc, bias, M, left, right, upward, wrap, zo, lo, hi, out):  # p
             out[r, j] = min(max(y + zo, lo), hi)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_f32(acc, bias, sc32, wrap, zo, lo, hi, out):  # pragma: no cover - compiled
     """``float32_half_even`` for every channel: rint(f32(acc) * f32(scale)) (|.| < 2^62 after the
     clamp to the output range anyway; the +-2^62 clip only matters for inf/NaN-free huge values)."""
@@ -129,7 +129,7 @@ def _srdhm32_one(v, bias32, M32, left32, right32, half32, adj32, has_left, ylo, 
     return min(max(y, ylo), yhi)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, has_left, zo, ylo, yhi, out):  # pragma: no cover
     """``double`` / ``upward`` for 8/16-bit outputs, in 32-bit lanes except the one 64-bit product.
 
@@ -148,7 +148,7 @@ def _fused_srdhm32(acc, bias32, M32, left32, right32, half32, adj32, has_left, z
                                      half32[j], adj32[j], has_left, ylo, yhi) + zo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_srdhm32f(acc, bias32, M32, left32, right32, half32, adj32, has_left, zo, ylo, yhi, out):  # pragma: no cover
     """``_fused_srdhm32`` for a float32 accumulator, converted straight to int32: the float32
     GEMMs hand over integer values below 2^24 in magnitude (any float32 accumulator given here
@@ -160,7 +160,7 @@ def _fused_srdhm32f(acc, bias32, M32, left32, right32, half32, adj32, has_left, 
                                      half32[j], adj32[j], has_left, ylo, yhi) + zo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_f32w(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - compiled
     """``float32_half_even`` with the int32 wrap, for 8/16-bit outputs, in 32-bit lanes:
     ``rint(f32(wrap32(acc + bias)) * f32(scale))`` clamped in float32 to [lo - zo, hi - zo]
@@ -174,7 +174,7 @@ def _fused_f32w(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - com
             out[r, j] = np.int32(min(max(f, flo), fhi)) + zo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True)
 def _fused_f32wf(acc, bias32, sc32, zo, flo, fhi, out):  # pragma: no cover - compiled
     """``_fused_f32w`` for a float32 accumulator (integer-valued, below 2^31: converted straight
     to int32)."""
