@@ -21,6 +21,11 @@ import os
 import sys
 
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Idle thread pools sleep instead of spinning: Numba's OpenMP workers as soon as a parallel region
+# ends (libgomp spins by default); OpenBLAS workers after 2^4 cycles instead of 2^28 (~0.1 s of a
+# core after every multi-threaded call, measured), so neither holds a core the next kernel needs.
+# (variable, default, the module whose load reads it)
+_WAIT_POLICY = (("OMP_WAIT_POLICY", "PASSIVE", "numba"), ("OPENBLAS_THREAD_TIMEOUT", "4", "numpy"))
 
 
 def threads() -> int:
@@ -57,7 +62,7 @@ def thread_env(n: int | None = None) -> dict[str, str]:
     env = {k: str(n) for k in _BLAS_VARS}
     env["NUMBA_NUM_THREADS"] = str(n)
     env["REFINTERP_THREADS"] = str(n)
-    for k, v in (("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):  # see configure_environment
+    for k, v, _ in _WAIT_POLICY:
         env[k] = os.environ.get(k, v)
     cache = numba_cache_dir()
     if cache:
@@ -73,14 +78,9 @@ def configure_environment() -> None:
             os.environ.setdefault(k, n)
         if "numba" not in sys.modules:
             os.environ.setdefault("NUMBA_NUM_THREADS", n)
-    if "numba" not in sys.modules:
-        # Numba's OpenMP workers sleep as soon as a parallel region ends instead of spinning
-        # (libgomp's default), so they never hold a core the next kernel or BLAS call needs.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if "numpy" not in sys.modules:
-        # OpenBLAS workers likewise: sleep after 2^4 cycles instead of spinning 2^28 cycles (~0.1 s)
-        # after every multi-threaded call, holding a core the next kernel needs.
-        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    for k, v, reader in _WAIT_POLICY:
+        if reader not in sys.modules:
+            os.environ.setdefault(k, v)
     cache = os.environ.get("REFINTERP_NUMBA_CACHE_DIR", "").strip()
     if cache and "numba" not in sys.modules:
         os.environ.setdefault("NUMBA_CACHE_DIR", cache)
