@@ -1,10 +1,11 @@
 """``refinterp inspect MODEL [--scheme S]``: the graph, and with a scheme each node's resolved plan."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
+
+from ..kernels.prepared import plan_fields
 
 
 def register(sub) -> None:
@@ -39,15 +40,7 @@ def _short_name(name: str, width: int = 40) -> str:
 
 
 def describe_plan(plan) -> dict:
-    if hasattr(plan, "describe"):
-        d = plan.describe()
-    elif dataclasses.is_dataclass(plan):
-        d = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
-    elif isinstance(plan, dict):
-        d = plan
-    else:
-        d = {"plan": repr(plan)}
-    return {k: _short(v) for k, v in d.items() if not callable(v)}
+    return {k: _short(v) for k, v in plan_fields(plan).items() if not callable(v)}
 
 
 def _quant(info) -> str:

@@ -109,10 +109,14 @@ def _scheme_run(scheme: Scheme, differ, aligned, dev_qp, nsamples, cases_cache, 
         except RefinterpError as e:
             sess, partial = base, True
             note = f"whole-model session failed ({str(e).splitlines()[0][:160]}); nodes prepared one by one"
-    key = id(sess.graph)
-    if key not in cases_cache:
-        cases_cache[key] = build_cases(sess, aligned, dev_qp, nsamples)
-    run = SchemeRun(scheme, sess, partial, cases_cache[key], note=note)
+    # keyed by the graph object itself (kept alive by the cache), never by id(): a graph made by
+    # one scheme's passes and then freed could hand its id to another scheme's graph
+    hit = next((c for g, c in cases_cache.get("graphs", []) if g is sess.graph), None)
+    if hit is None:
+        hit = build_cases(sess, aligned, dev_qp, nsamples)
+        cases_cache.setdefault("graphs", []).append((sess.graph, hit))
+    key = id(sess.graph)  # unique while explain runs: cases_cache keeps every graph alive
+    run = SchemeRun(scheme, sess, partial, hit, note=note)
     runner = Runner(sess, differ.policy.float_for)
     for case in run.cases:
         step = sess.steps[case.index]
@@ -172,7 +176,7 @@ def explain(differ, aligned, dev_qp, nsamples: int, input_checks: list[dict[str,
     all_schemes = list(builtins)
     if not any(s.name == diff_scheme.name for s in builtins):
         all_schemes.append(diff_scheme)
-    cases_cache: dict[int, list[Case]] = {}
+    cases_cache: dict[str, list] = {}
     score_cache: dict[str, Any] = {}  # schemes that resolve a node identically share its re-run
     runs = {s.name: _scheme_run(s, differ, aligned, dev_qp, nsamples, cases_cache, score_cache)
             for s in all_schemes}

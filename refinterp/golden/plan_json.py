@@ -13,26 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels.prepared import plan_fields
 from .case import to_jsonable
 
 MAX_INLINE = 4096
-
-
-def _items(plan: Any) -> dict[str, Any]:
-    if hasattr(plan, "describe"):
-        return dict(plan.describe())
-    if dataclasses.is_dataclass(plan):
-        return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
-    if isinstance(plan, dict):
-        return dict(plan)
-    return {"plan": repr(plan)}
 
 
 def plan_to_json(plan: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(JSON-able plan, large arrays keyed ``plan.<key>``)."""
     out: dict[str, Any] = {}
     big: dict[str, np.ndarray] = {}
-    for k, v in _items(plan).items():
+    for k, v in plan_fields(plan).items():
         if callable(v) and not isinstance(v, np.ndarray):
             continue
         if isinstance(v, (list, tuple)) and v and all(isinstance(e, (int, float, np.number)) for e in v):

@@ -1,4 +1,4 @@
-"""Branch-free scalar rescale forms for Numba element loops, and a per-plan cache.
+"""Branch-free scalar rescale forms for Numba element loops.
 
 Each form takes an int32-valued ``v`` (int64) and constants fixed per plan, so a loop calling it
 has no data-dependent branch (the ``if`` below are selects) and LLVM vectorises it:
@@ -73,24 +73,3 @@ def forms(M: int, shift: int, rounding) -> tuple[int, int, int, int] | None:
     if code == 2:
         return code, M, 31 - shift, 0
     return code, M, max(shift, 0), max(-shift, 0)
-
-
-class PlanCache:
-    """Per-plan derived data keyed by the plan object's identity (plans are dicts or frozen
-    dataclasses, not always hashable).  Holds the plan itself so its id cannot be reused; bounded
-    (oldest entries dropped) so long test runs with many sessions do not grow without limit.
-    A plan is treated as immutable once a kernel has run with it (as the runtime does)."""
-
-    def __init__(self, capacity: int = 256):
-        self._d: dict[int, tuple] = {}
-        self._cap = capacity
-
-    def get(self, plan, build):
-        e = self._d.get(id(plan))
-        if e is not None and e[0] is plan:
-            return e[1]
-        v = build(plan)
-        if len(self._d) >= self._cap:
-            self._d.pop(next(iter(self._d)))
-        self._d[id(plan)] = (plan, v)
-        return v

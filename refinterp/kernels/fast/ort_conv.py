@@ -29,11 +29,11 @@ import numba
 import numpy as np
 
 from .._spatial import ints, resolve_window
+from ..prepared import per_shape
 from .ort_dw import dw_geometry, dw_nchw, dw_spec, phase_planes
 from .ort_requant import f32_rows, requant_chunks, requant_consts
 from .qconv_fast import _chunks
 
-_CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype, x shape) -> (plan, prep); the plan is kept alive
 _INT8 = ("int8", "uint8")
 _TILE = 1 << 17  # float32 elements per tile buffer (512 KB)
 _SMALL_GEMM = 1_000_000  # multiply-adds per GEMM call up to which OpenBLAS takes its small-matrix kernel
@@ -96,11 +96,12 @@ def _tile_cols(P: int, m: int, K: int, nch: int) -> int:
 
 
 def _prep(plan, x: np.ndarray):
-    key = (id(plan), x.dtype.str, x.shape)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    _CACHE[key] = (plan, None)
+    """Per (plan, input dtype and shape), computed once (a few recent shapes kept): tiles, chunked
+    weights, requantizer constants, or the depthwise spec; None when not covered."""
+    return per_shape(plan, ("ort_conv", x.dtype.str), x.shape, _build_prep, x)
+
+
+def _build_prep(plan, x: np.ndarray):
     fp = plan.fplan
     w = plan.w_raw
     if (w is None or w.ndim != 4 or fp.weight_layout != "OIHW" or str(w.dtype) not in _INT8
@@ -148,7 +149,6 @@ def _prep(plan, x: np.ndarray):
         prep = ("dw", odt, m, spec)
     else:
         return None
-    _CACHE[key] = (plan, prep)
     return prep
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..prepared import prepared
 from .ort_requant import requant_consts, requant_rows
 from .qconv_fast import _chunks
 
-_CACHE: dict[tuple, tuple] = {}  # (id(plan), a dtype) -> (plan, prep); the plan is kept alive
 _INT8 = ("int8", "uint8")
 _MATVEC_ROWS = 8  # up to this many rows: integer dot products over int16 (B read as 2 bytes, not 4)
 
@@ -37,11 +37,12 @@ def _int_rows(a, za, wt, acc):  # pragma: no cover - compiled
 
 
 def _prep(plan, a: np.ndarray):
-    key = (id(plan), a.dtype.str)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    _CACHE[key] = (plan, None)
+    """Per (plan, A dtype), computed once: K-chunked float32 weights, requantizer constants and the
+    int16 weights of the few-rows path; None when not covered."""
+    return prepared(plan, ("gemm", a.dtype.str), _build_prep, a)
+
+
+def _build_prep(plan, a: np.ndarray):
     w = plan.w
     if w is None or w.ndim != 2 or plan.w_raw is None or str(plan.w_raw.dtype) not in _INT8:
         return None
@@ -63,7 +64,6 @@ def _prep(plan, a: np.ndarray):
     wch = [np.ascontiguousarray(wq[k0:k0 + chunk], np.float32) for k0 in range(0, K, chunk)]
     # (b - zb) fits int16 (|.| <= 255); (a - za) too
     prep = (chunk, wch, consts, np.ascontiguousarray(wq.T, np.int16))
-    _CACHE[key] = (plan, prep)
     return prep
 
 

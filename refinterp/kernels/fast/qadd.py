@@ -18,11 +18,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .fixed_forms import PlanCache, forms, mbqm_double, mbqm_single, mbqm_upward, rdbp, srdhm_pos, vqrdmulh_rdbp, wrap32
+from ..prepared import prepared
+from .fixed_forms import forms, mbqm_double, mbqm_single, mbqm_upward, rdbp, srdhm_pos, vqrdmulh_rdbp, wrap32
 
-_CACHE = PlanCache(1024)  # 8-bit plans hold a 64 KB pair table
-_OPT_CACHE = PlanCache(1024)
-_XNN_CACHE = PlanCache(1024)
 _NEON_BLOCK = 16
 
 
@@ -177,7 +175,7 @@ def _run(t, a, b, n0: int = 0, n1: int | None = None, out=None):
 
 def fast_add_sub(p: dict, a, b) -> np.ndarray | None:
     """``qelementwise._run_add_sub(p, a, b)`` or None when not covered."""
-    ts = _CACHE.get(p, _ref_build)
+    ts = prepared(p, "add_ref", _ref_build)
     if ts is None:
         return None
     t = ts[0]
@@ -198,7 +196,7 @@ def _neon_build(p: dict):
     """(reference loop, NEON block loop) of an optimized int16 ADD plan, or None."""
     if p["dtype"] != "int16" or p["pot"] or not (-31 <= p["eo"] <= 0) or not (0 <= p["mo"] < 2 ** 31):
         return None
-    ref = _CACHE.get(p, _ref_build)
+    ref = prepared(p, "add_ref", _ref_build)
     if ref is None:
         return None
     ref = ref[0]
@@ -223,7 +221,7 @@ def fast_opt_add(p: dict, a, b) -> np.ndarray | None:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.size < _NEON_BLOCK:
         return fast_add_sub(p, a, b)
-    t = _OPT_CACHE.get(p, _neon_build)
+    t = prepared(p, "add_neon", _neon_build)
     if t is None:
         return None
     ref, neon = t
@@ -243,5 +241,5 @@ def _xnn_build(p: dict):
 
 def fast_xnn_add(p: dict, a, b) -> np.ndarray | None:
     """``xnn_elementwise._run_add(p, a, b)`` or None when not covered."""
-    t = _XNN_CACHE.get(p, _xnn_build)
+    t = prepared(p, "add_xnn", _xnn_build)
     return None if t is None else _run(t, a, b)

@@ -20,22 +20,21 @@ import numpy as np
 
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window
+from ..prepared import per_shape, prepared
 from .requant import bias_array, fused_runner, overflow_mode, rq_arrays
 
 _F32_EXACT = (1 << 24) - 1
 _MIN_F32_CHUNK = 32
-_CACHE: dict[tuple, tuple] = {}  # (id(plan), dtype) -> (plan, prepared weights); the plan is kept alive
-_GEO: dict[tuple, tuple] = {}  # (id(plan), shape, dtype) -> (plan, geometry)
 
 
 def _conv_prep(plan, cin: int, x_dtype: np.dtype):
-    """Per (plan, input dtype), computed once: kernel shape, compute dtype, chunk length, the
-    weights as a (K, M) matrix in the compute dtype (rows in (ky, kx, c) order) and the
+    """Per (plan, input channels, input dtype), computed once: kernel shape, compute dtype, chunk
+    length, the weights as a (K, M) matrix in the compute dtype (rows in (ky, kx, c) order) and the
     requantizer arrays; None when not covered."""
-    key = (id(plan), x_dtype.str)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
+    return prepared(plan, ("conv", cin, x_dtype.str), _build_conv_prep, cin, x_dtype)
+
+
+def _build_conv_prep(plan, cin: int, x_dtype: np.dtype):
     fp = plan.fplan
     wk = _fconv.internal_weights(plan.w, fp.weight_layout, 1, 2, fp.name)  # (KH, KW, 1, Cg, M)
     kh, kw, _, cg, m = wk.shape
@@ -49,7 +48,6 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
         if cdt is not None and arrs is not None:
             prep = ((kh, kw), cdt, chunk, np.ascontiguousarray(w2, dtype=cdt), bias_array(plan.bias, m),
                     fused_runner(arrs, overflow_mode(plan.acc32, plan.settings), plan.requant))
-    _CACHE[key] = (plan, prep)
     return prep
 
 
@@ -128,12 +126,12 @@ def _chunks(K: int, x_dtype: np.dtype, zx: int, wmax: float, col_l1: float | Non
 
 
 def _geometry(plan, x: np.ndarray):
-    """Per (plan, input shape, dtype), computed once: (prepared weights, window, plain GEMM?) or
-    None when the case is not covered."""
-    key = (id(plan), x.shape, x.dtype.str)
-    hit = _GEO.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
+    """Per (plan, input shape, dtype), computed once (a few recent shapes kept): (prepared weights,
+    window, plain GEMM?) or None when the case is not covered."""
+    return per_shape(plan, ("conv", x.dtype.str), x.shape, _build_geometry, x)
+
+
+def _build_geometry(plan, x: np.ndarray):
     fp = plan.fplan
     geo = None
     if fp.group == 1 and fp.layout == "NHWC" and x.ndim == 4 and plan.w is not None and x.dtype.kind in "iu":
@@ -143,7 +141,6 @@ def _geometry(plan, x: np.ndarray):
                                  fp.auto_pad, where=fp.name)
             plain = prep[0] == (1, 1) and not any(win.pad_begin) and not any(win.pad_end)
             geo = (prep, win, plain)
-    _GEO[key] = (plan, geo)
     return geo
 
 

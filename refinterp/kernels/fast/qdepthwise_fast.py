@@ -20,10 +20,10 @@ from . import numba_threads
 from .. import conv as _fconv
 from .._spatial import ints, resolve_window
 from .dw_fused import GEO, dw_fused, pot_consts
+from ..prepared import per_shape, prepared
 from .requant import bias_array, overflow_mode, rq_arrays
 
 LANES = 512  # target vector-loop length (k * OC) of the 3x3 pass and of the requantizer
-_CACHE: dict[tuple, tuple] = {}  # (id(plan), dtype) -> (plan, prepared arrays); the plan is kept alive
 
 
 def _form(arrs, overflow: int):
@@ -41,10 +41,10 @@ def _dw_prep(plan, cin: int, x_dtype: np.dtype):
     """Per (plan, input dtype), computed once: integer weights (int16 when ``narrow``, else the
     buffer dtype; plain and 3x3-tiled), the buffer start values, the packed kernel scalars and the
     requantizer arrays (plain and tiled); None when not covered."""
-    key = (id(plan), x_dtype.str)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
+    return prepared(plan, ("dw", cin, x_dtype.str), _build_dw_prep, cin, x_dtype)
+
+
+def _build_dw_prep(plan, cin: int, x_dtype: np.dtype):
     fp = plan.fplan
     wk = _fconv.internal_weights(plan.w, fp.weight_layout, cin, 2, fp.name)  # (KH, KW, C, 1, Mg)
     kh, kw, c, cg, mg = wk.shape
@@ -88,7 +88,7 @@ def _dw_prep(plan, cin: int, x_dtype: np.dtype):
                     fold=fold, overflow=overflow, has_left=int(np.any(left > 0)), zo=int(rq.zo), lo=int(rq.lo),
                     hi=int(rq.hi))
         prep = dict(
-            head=head, kh=kh, kw=kw, cin=cin, oc=oc, out_dtype=np.dtype(rq.dtype), calls={},
+            head=head, kh=kh, kw=kw, cin=cin, oc=oc, out_dtype=np.dtype(rq.dtype),
             arrays=(np.ascontiguousarray(w.reshape(-1), dtype=wdt),                       # wf
                     np.ascontiguousarray(np.tile(w3, (1, k, 1)).reshape(-1), dtype=wdt),  # wt
                     np.ascontiguousarray(np.tile(c9, k).astype(idt)),                     # c9t
@@ -98,27 +98,28 @@ def _dw_prep(plan, cin: int, x_dtype: np.dtype):
                 np.ascontiguousarray(np.stack([tile(cp), tile(cn), tile(total)]).astype(np.int64)),   # T64
                 M32, tile(M32), np.ascontiguousarray(sc32, np.float32), tile(sc32).astype(np.float32),
                 np.ascontiguousarray(sc64, np.float64)))
-    _CACHE[key] = (plan, prep)
     return prep
 
 
-def _call(plan, p, shape):
-    """(output shape, multiply-adds, kernel arguments after x) for an input shape, cached per plan;
-    None when not covered (k > 1 needs stride 1: both come from the plan's strides, so never)."""
-    hit = p["calls"].get(shape, False)
-    if hit is False:
-        fp = plan.fplan
-        win = resolve_window(shape[1:3], (p["kh"], p["kw"]), ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1),
-                             fp.pads, fp.auto_pad, where=fp.name)
-        oh, ow = int(win.out[0]), int(win.out[1])
-        g = dict(p["head"], sh=win.strides[0], sw=win.strides[1], dh=win.dilations[0], dw=win.dilations[1],
-                 pt=win.pad_begin[0], pl=win.pad_begin[1], oh=oh, ow=ow)
-        geo = np.array([int(g[n]) for n in GEO], np.int64)
-        out_shape = (shape[0], oh, ow, p["oc"])
-        work = int(np.prod(out_shape)) * p["kh"] * p["kw"]
-        ok = shape[-1] == p["cin"] and (g["k"] == 1 or g["sw"] == 1)
-        hit = p["calls"][shape] = (out_shape, work, (*p["arrays"], geo, *p["rq"])) if ok else None
-    return hit
+def _call(plan, p, x):
+    """(output shape, multiply-adds, kernel arguments after x) for an input shape, kept per plan for
+    a few recent shapes; None when not covered (k > 1 needs stride 1: both come from the plan's
+    strides, so never)."""
+    return per_shape(plan, ("dw", x.dtype.str), x.shape, _build_call, p, x.shape)
+
+
+def _build_call(plan, p, shape):
+    fp = plan.fplan
+    win = resolve_window(shape[1:3], (p["kh"], p["kw"]), ints(fp.strides, 2, 1), ints(fp.dilations, 2, 1),
+                         fp.pads, fp.auto_pad, where=fp.name)
+    oh, ow = int(win.out[0]), int(win.out[1])
+    g = dict(p["head"], sh=win.strides[0], sw=win.strides[1], dh=win.dilations[0], dw=win.dilations[1],
+             pt=win.pad_begin[0], pl=win.pad_begin[1], oh=oh, ow=ow)
+    geo = np.array([int(g[n]) for n in GEO], np.int64)
+    out_shape = (shape[0], oh, ow, p["oc"])
+    work = int(np.prod(out_shape)) * p["kh"] * p["kw"]
+    ok = shape[-1] == p["cin"] and (g["k"] == 1 or g["sw"] == 1)
+    return (out_shape, work, (*p["arrays"], geo, *p["rq"])) if ok else None
 
 
 def fast_depthwise(plan, x) -> np.ndarray | None:
@@ -131,7 +132,7 @@ def fast_depthwise(plan, x) -> np.ndarray | None:
         return None
     if fp.kernel_shape is not None and tuple(fp.kernel_shape) != (p["kh"], p["kw"]):
         return None
-    call = _call(plan, p, x.shape)
+    call = _call(plan, p, x)
     if call is None:
         return None
     out_shape, work, args = call

@@ -20,12 +20,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..prepared import prepared
 from .qconv_fast import _chunks, _minus_zp
 from .requant import bias_array, fused_runner, overflow_mode, rq_arrays, run_fused
 
 _GEMV_ROWS = 8  # at most this many input rows: integer dot products instead of a float32 GEMM
 
-_CACHE: dict[tuple, tuple] = {}  # (id(plan), x dtype) -> (plan, prepared); the plan is kept alive
 
 
 @numba.njit(cache=True)
@@ -59,10 +59,10 @@ def _int_weights(w: np.ndarray, xmax: int) -> np.ndarray | None:
 def _fc_prep(plan, x_dtype: np.dtype):
     """Per (plan, input dtype): compute dtype, chunk, (K, O) weights, requantizer arrays, bias,
     and the (O, K) integer weights of the few-rows path (or None)."""
-    key = (id(plan), x_dtype.str)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
+    return prepared(plan, ("fc", x_dtype.str), _build_fc_prep, x_dtype)
+
+
+def _build_fc_prep(plan, x_dtype: np.dtype):
     w = np.asarray(plan.w)  # (O, K) float64 holding w - zw
     o, k = w.shape
     prep = None
@@ -77,7 +77,6 @@ def _fc_prep(plan, x_dtype: np.dtype):
             prep = (cdt, chunk, np.ascontiguousarray(w.T, dtype=cdt), bias_array(plan.bias, o),
                     fused_runner(arrs, overflow_mode(plan.acc32, plan.settings), plan.requant),
                     _int_weights(w, xmax))
-    _CACHE[key] = (plan, prep)
     return prep
 
 

@@ -22,10 +22,10 @@ import numba
 import numpy as np
 
 from ...quant.params import qrange
-from .fixed_forms import PlanCache, forms, mbqm_double, mbqm_single, mbqm_upward, wrap32
+from ..prepared import per_shape
+from .fixed_forms import forms, mbqm_double, mbqm_single, mbqm_upward, wrap32
 from .requant import fused_runner, rq_arrays
 
-_CACHE = PlanCache(1024)
 
 
 @numba.njit(cache=True)
@@ -104,11 +104,6 @@ def _xnn_scales(plan, n: int):
     return scale, yzp
 
 
-def _per_shape(plan) -> dict:
-    """Input shape -> finish data (or False: not covered), filled on first use of each shape."""
-    return {}
-
-
 def fast_reduce(plan, x) -> np.ndarray | None:
     """``qreduce.qmean_or_sum`` (a ``QReducePlan``) or ``qreduce_fast._run_fast`` (a
     ``FastReducePlan``) for MEAN / SUM, or None when not covered."""
@@ -122,10 +117,8 @@ def fast_reduce(plan, x) -> np.ndarray | None:
         return None
     if x.dtype.kind not in "iu" or x.dtype.itemsize > 2 or (byte_view and x.dtype.itemsize != 1):
         return None
-    per_shape = _CACHE.get(plan, _per_shape)
-    fin = per_shape.get(x.shape)
-    if fin is None:
-        fin = per_shape[x.shape] = _finish_of(plan, form, x.shape, byte_view)
+    # finish data per input shape (False: not covered), kept for a few recent shapes
+    fin = per_shape(plan, ("mean", x.dtype.str, byte_view), x.shape, _finish_of, form, x.shape, byte_view)
     if fin is False:
         return None
     (outer, R, inner, oshape), kind, data = fin

@@ -25,10 +25,10 @@ import numpy as np
 from ...quant import gemmlowp, lut
 from ...quant.fixedpoint import rdbp as np_rdbp
 from .._qtflite import mbqm, qrange
-from .fixed_forms import PlanCache, rdbp, srdhm_pos, wrap32
+from ..prepared import prepared
+from .fixed_forms import rdbp, srdhm_pos, wrap32
 
 _I64 = np.int64
-_CACHE = PlanCache(128)  # int16 plans hold a 256 KB table
 _INT32_MAX = 2147483647
 _INT32_MIN = -2147483648
 
@@ -189,7 +189,7 @@ _IN_TYPES = {"ref8": (np.int8, np.uint8), "float": (np.int8, np.uint8), "ref16":
 def fast_softmax(p: dict, x) -> np.ndarray | None:
     """The 8-bit / int16 SOFTMAX of ``qsoftmax._softmax`` or ``opt_misc._softmax`` (by the plan's
     keys), or None when not covered."""
-    t = _CACHE.get(p, _build)
+    t = prepared(p, "softmax", _build)
     x = np.asarray(x)
     if t is None or x.dtype not in _IN_TYPES[t[0]] or x.ndim == 0 or x.size == 0:
         return None
