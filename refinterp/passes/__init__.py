@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import Graph
-from .qdq import fuse_qdq, fuse_qdq_x86
+from .qdq import dq_matmul_nbits, fuse_qdq, fuse_qdq_x86
 from .torchq import fuse_qdq_torch
 
 PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x86": fuse_qdq_x86,
-                                              "fuse_qdq_torch": fuse_qdq_torch}
+                                              "fuse_qdq_torch": fuse_qdq_torch,
+                                              "dq_matmul_nbits": dq_matmul_nbits}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

@@ -19,6 +19,17 @@ data movement (Reshape, Transpose, MaxPool, Resize, ...: ORT drops their DQ/Q pa
 the same integers), MatMul/Gemm without an output Q (MatMulIntegerToFloat), ReduceMean.
 Fused nodes keep the op node's name; ``source_op`` becomes ``"QDQ:<op>"``; their inputs are the
 DQ inputs (stored integers) and their output is the Q's output tensor.
+
+Pass ``dq_matmul_nbits`` (after the units above; onnxruntime >= 1.32, DQMatMulToMatMulNBits): a float MatMul left unfused (e.g.
+16-bit activations) whose B is the only use of a DequantizeLinear of a constant 2-D int8/uint8
+weight -- per-tensor (scalar scale) or per output column (scale [N], axis 1), constant zero point,
+not blocked, the weight used by that DQ only, no int8/uint8 QuantizeLinear after the MatMul and no
+QuantizeLinear at all when its output is also a graph output -- becomes
+``MatMulNBits`` (bits 8, block 32, accuracy level 4: A quantized to int8 per block).  The node stays ``MatMul`` with the weight's stored integers
+as input 1 (its quantization set from the DQ), ``source_op`` ``"QDQ:MatMulNBits"`` and the
+attribute ``dq_weight = 1`` (kernels/ort_float_matmul.py).  Left alone (as measured on onnxruntime
+1.32.0): 4-bit per-column weights, an explicit DQ axis of -1; not modelled yet: ORT also rewrites a
+float Gemm (alpha 1, no transposes) this way.
 """
 from __future__ import annotations
 
@@ -206,6 +217,54 @@ class _Fuser:
         if changed:
             self._index()
 
+    def fuse_weight_dq_matmul(self, n: Node) -> None:
+        """ORT's DQ -> MatMulNBits rewrite of a float MatMul with an 8-bit constant weight (see the
+        module docstring); a no-op for anything else."""
+        if n.op != "MatMul" or len(n.inputs) != 2 or id(n) in self.replaced:
+            return
+        d = self.producer(n.inputs[1])
+        if d is None or d.op != "DequantizeLinear" or int(d.attrs.get("block_size", 0) or 0):
+            return
+        if n.inputs[1] in self.outputs or len(self.consumers(n.inputs[1])) != 1:
+            return
+        if len(self.consumers(d.inputs[0])) != 1:  # a weight shared by two DQs stays (measured)
+            return
+        qs = [c for c in self.consumers(n.outputs[0]) if c.op == "QuantizeLinear"]
+        # an 8-bit Q after it makes the unit ORT's QDQ unit; any Q plus the output being a graph output
+        # makes the unit invalid: both left alone (measured)
+        if qs and (n.outputs[0] in self.outputs or any(
+                self.tensors.get(c.outputs[0]) is not None and self.tensors[c.outputs[0]].dtype in _QRANGE for c in qs)):
+            return
+        w = self.tensors.get(d.inputs[0])
+        if w is None or w.const is None or w.dtype not in _QRANGE or np.ndim(w.const) != 2:
+            return
+        s = self.const(d.inputs[1]) if len(d.inputs) > 1 else None
+        zname = d.inputs[2] if len(d.inputs) > 2 else ""
+        z = self.const(zname) if zname else None
+        if s is None or (zname and z is None) or np.asarray(s).dtype != np.float32:
+            return
+        n_cols = w.const.shape[1]
+        if np.ndim(s) == 0:
+            axis = None
+            if z is not None and np.ndim(z) != 0:
+                return
+        elif np.ndim(s) == 1 and np.size(s) == n_cols and int(d.attrs.get("axis", 1)) == 1:  # (-1: not fused)
+            axis = 1
+            if z is not None and (np.ndim(z) != 1 or np.size(z) != n_cols):
+                return
+        else:
+            return
+        zp = np.zeros(1, np.int64) if z is None else np.asarray(z).astype(np.int64).ravel()
+        self._set_quant(d.inputs[0], QuantParams(np.asarray(s, np.float32).ravel(), zp, axis))
+        fused = dataclasses.replace(n, inputs=[n.inputs[0], d.inputs[0]], attrs={**n.attrs, "dq_weight": 1},
+                                    source_op="QDQ:MatMulNBits")
+        self.replaced[id(n)] = fused
+        self._cons[n.inputs[1]] = []
+        self._cons.setdefault(d.inputs[0], []).append(fused)
+        self._cons[n.inputs[0]] = [fused if c is n else c for c in self.consumers(n.inputs[0])]
+        self._prod[n.outputs[0]] = fused
+        self.orphans.append(d)
+
     def fuse_node(self, n: Node) -> None:
         if not n.outputs or not n.inputs:
             return
@@ -286,3 +345,12 @@ def _fuse(graph: Graph, u8_reencode: bool) -> Graph:
     return graph.replace(nodes=f.result(), tensors=f.tensors)
 
 
+
+
+def dq_matmul_nbits(graph: Graph) -> Graph:
+    """ORT 1.32's DQ -> MatMulNBits rewrite of float MatMuls with 8-bit constant weights (module
+    docstring); run after ``fuse_qdq`` / ``fuse_qdq_x86``, whose 8-bit QLinear units take precedence."""
+    f = _Fuser(graph)
+    for n in list(f.nodes):
+        f.fuse_weight_dq_matmul(n)
+    return graph.replace(nodes=f.result(), tensors=f.tensors)

@@ -25,8 +25,13 @@ _PKG_DIR = Path(__file__).resolve().parent.parent
 
 
 def scheme_dirs() -> list[Path]:
+    """Where scheme names are looked up, first match wins: ``REFINTERP_SCHEMES_PATH`` (users' own
+    folders), the top-level ``schemes/`` of a source checkout, then the schemes shipped in the wheel
+    (``refinterp/schemes_data/``, built from that same folder)."""
     dirs = [Path(p) for p in os.environ.get("REFINTERP_SCHEMES_PATH", "").split(os.pathsep) if p]
-    dirs += [_PKG_DIR.parent / "schemes", _PKG_DIR / "schemes_data"]
+    if (_PKG_DIR.parent / "pyproject.toml").is_file():  # a source checkout (never site-packages/schemes)
+        dirs.append(_PKG_DIR.parent / "schemes")
+    dirs.append(_PKG_DIR / "schemes_data")
     return [d for d in dirs if d.is_dir()]
 
 
