@@ -6,16 +6,16 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 DEMO_MODEL := refinterp/models/demo_int8.tflite
 DEMO_DUMP := refinterp/models/demo_device_dump.npz
 
-.PHONY: demo test test-fast bench clean-venv
+.PHONY: demo test check-wheel bench clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(PIP) install -e '.[test]'
 	touch $@ $(VENV)/.installed
 
@@ -29,8 +29,13 @@ demo: $(VENV)/.installed
 		--explain --html demo-out/report.html --json demo-out/report.json; rc=$$?; \
 		if [ $$rc -gt 1 ]; then exit $$rc; fi; echo "report: demo-out/report.html"
 
+# The packaged wheel in a clean venv (schemes listed, demo diff, smoke run), then the suite.
 test: $(VENV)/.installed-test
+	tools/check_wheel.sh $(BIN)/python
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+check-wheel: $(VENV)/.installed
+	tools/check_wheel.sh $(BIN)/python
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/run.py
