@@ -13,6 +13,7 @@ from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
 from .schemes import Scheme, load_scheme
+from .settings import run_pools
 
 Hook = Callable[[Node, dict[str, np.ndarray]], None]
 
@@ -128,6 +129,10 @@ class Session:
 
     def run(self, feeds: Mapping[str, Any], capture: str | Iterable[str] | None = None,
             hook: Hook | None = None, timing: bool = False) -> dict[str, np.ndarray]:
+        with run_pools():  # BLAS threads for refinterp's own calls only (settings.run_pools)
+            return self._run(feeds, capture, hook, timing)
+
+    def _run(self, feeds, capture, hook, timing) -> dict[str, np.ndarray]:
         values = self.check_feeds(feeds)
         keep_all = capture == "all"
         keep = set(self.graph.outputs) | (set() if capture in (None, "all") else set(capture))
@@ -228,7 +233,8 @@ class Session:
             raise InputError(f"node '{st.node.name}' takes {len(st.node.inputs)} inputs, got {len(inputs)}",
                              self.graph.path)
         given = {name: np.asarray(v) for name, v in zip(st.node.inputs, inputs) if name and v is not None}
-        produced = self._exec_step(st, [self._arg(st, j, name, given) for j, name in enumerate(st.node.inputs)])
+        with run_pools():
+            produced = self._exec_step(st, [self._arg(st, j, name, given) for j, name in enumerate(st.node.inputs)])
         return [produced.get(o) if o else None for o in st.node.outputs]
 
     def run_node(self, node: str | int, inputs: list) -> list[np.ndarray]:

@@ -11,8 +11,16 @@ Environment (read once; set before the first ``import refinterp`` to affect BLAS
 
 ``configure_environment()`` (run by ``import refinterp``) only sets variables that are still unset,
 so explicit ``OPENBLAS_NUM_THREADS`` / ``NUMBA_NUM_THREADS`` / ``NUMBA_CACHE_DIR`` /
-``OMP_WAIT_POLICY`` / ``OPENBLAS_THREAD_TIMEOUT`` always win.  BLAS reads its
-variable when NumPy is first imported; call it (or export the variables) before that.
+``OMP_WAIT_POLICY`` / ``OPENBLAS_THREAD_TIMEOUT`` always win.
+
+At run time (``run_pools()``, entered by every ``Session`` run): the BLAS pool is limited with
+threadpoolctl to ``threads()`` for the duration of refinterp's own calls and restored afterwards,
+so ``REFINTERP_THREADS`` may change between runs and the caller's own BLAS setting is untouched.
+OpenBLAS reads its idle timeout only when NumPy loads: when NumPy was imported before refinterp
+(what most scripts do) and the user set no ``OPENBLAS_THREAD_TIMEOUT``, its workers would spin for
+~0.1 s of CPU after every threaded call and slow whatever runs next in the process (LiteRT 5.5x,
+measured by benchmarks/neighbours.py), so refinterp then keeps BLAS at one thread during its calls
+(Numba's kernels still use ``threads()``; ``REFINTERP_BLAS_THREADS=N`` overrides this choice).
 """
 from __future__ import annotations
 
@@ -70,8 +78,14 @@ def thread_env(n: int | None = None) -> dict[str, str]:
     return env
 
 
+_BLAS_TIMEOUT_APPLIED: bool | None = None  # whether OpenBLAS loaded with a short idle timeout
+
+
 def configure_environment() -> None:
     """Export the knobs to BLAS / Numba variables that are still unset (see module docstring)."""
+    global _BLAS_TIMEOUT_APPLIED
+    if _BLAS_TIMEOUT_APPLIED is None:
+        _BLAS_TIMEOUT_APPLIED = "numpy" not in sys.modules or "OPENBLAS_THREAD_TIMEOUT" in os.environ
     if "REFINTERP_THREADS" in os.environ:
         n = str(threads())
         for k in _BLAS_VARS:
@@ -107,3 +121,40 @@ def kernel_threads(work: int) -> int:
     import numba
 
     return max(1, min(threads(), numba.config.NUMBA_NUM_THREADS))
+
+
+def blas_run_threads() -> int:
+    """BLAS threads during refinterp's own calls: ``threads()``, or 1 when OpenBLAS's idle workers
+    would spin after each call (see module docstring); ``REFINTERP_BLAS_THREADS`` overrides."""
+    v = os.environ.get("REFINTERP_BLAS_THREADS", "").strip()
+    if v:
+        try:
+            return max(1, int(v))
+        except ValueError:
+            pass
+    return threads() if _BLAS_TIMEOUT_APPLIED is not False else 1
+
+
+class _Pools:
+    """threadpoolctl controller over the BLAS libraries loaded in this process, made once (the
+    library scan costs ~1 ms); bounded by code, not by models."""
+    controller = None
+
+
+def run_pools():
+    """Context manager for refinterp's own computation: BLAS limited to ``blas_run_threads()`` and
+    restored on exit (a no-op when threadpoolctl finds no BLAS library)."""
+    import contextlib
+
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a declared dependency
+        return contextlib.nullcontext()
+    if _Pools.controller is None:
+        import numpy  # noqa: F401  (its BLAS must be loaded for the controller to see it)
+
+        _Pools.controller = ThreadpoolController()
+    ctl = _Pools.controller
+    if not ctl.select(user_api="blas").lib_controllers:
+        return contextlib.nullcontext()
+    return ctl.limit(limits=blas_run_threads(), user_api="blas")
