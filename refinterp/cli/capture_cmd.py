@@ -1,6 +1,6 @@
-"""``refinterp capture MODEL --runtime NAME --inputs in.npz --out DUMP``: run a real runtime and write
-every intermediate tensor as a refinterp ``.npy`` dump (several samples when the inputs carry a
-leading sample axis)."""
+"""``refinterp capture MODEL --runtime NAME (--inputs in.npz | --input NAME=F.npy | --random-inputs SEED)
+--out DUMP``: run a real runtime and write every intermediate tensor as a refinterp ``.npy`` dump
+(several samples when the inputs carry a leading sample axis)."""
 from __future__ import annotations
 
 
@@ -10,8 +10,10 @@ def register(sub) -> None:
     p = sub.add_parser("capture", help="run a real runtime (LiteRT, TFLM, ONNX Runtime) and dump every tensor")
     p.add_argument("model")
     p.add_argument("--runtime", required=True, choices=RUNTIMES)
-    p.add_argument("--inputs", required=True, metavar="IN.npz", help="inputs keyed by input name; a leading "
-                                                                     "sample axis gives several samples")
+    from .common import add_input_args
+
+    add_input_args(p, required=True, inputs_help="inputs keyed by input name; a leading sample axis gives "
+                                                 "several samples")
     p.add_argument("--out", required=True, metavar="DUMP", help="output folder (refinterp npy dump)")
     p.add_argument("--ort-opt-level", default="all", choices=("disable", "basic", "extended", "all"),
                    help="ONNX Runtime graph optimisation level (default all)")
@@ -23,17 +25,14 @@ def run(args) -> int:
     import numpy as np
 
     from .. import load
-    from ..compare.engine import _feed_samples
     from ..dumps.capture import capture
     from ..dumps.npydir import write_npy_dump
-    from .common import check_dump_dir, load_npz
+    from ..samples import feed_samples
+    from .common import check_dump_dir, resolve_inputs
 
     check_dump_dir(args.out, args.overwrite)
     graph = load(args.model)
-    feeds = load_npz(args.inputs)
-    if len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:
-        feeds = {graph.inputs[0]: next(iter(feeds.values()))}
-    samples = _feed_samples(graph, feeds)
+    samples = feed_samples(graph, resolve_inputs(args, graph))
     results = capture(graph, args.runtime, samples, args.ort_opt_level)
     names = [n for n in results[0] if all(n in r for r in results)]
     if len(results) == 1:

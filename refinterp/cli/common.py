@@ -11,13 +11,17 @@ from ..fsutil import atomic_write
 from ..ir import Graph, storage_dtype
 
 
-def add_input_args(p) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--inputs", metavar="IN.npz", help="inputs as .npz keyed by input tensor name (arrays with "
-                   "one extra leading axis, or a folder of .npz files: many samples)")
+def add_input_args(p, required: bool = False, inputs_help: str | None = None) -> None:
+    """The input options every subcommand that takes model inputs shares: ``--inputs IN.npz``,
+    ``--input NAME=FILE.npy`` (repeatable) or ``--random-inputs SEED`` (mutually exclusive)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--inputs", metavar="IN.npz", help=inputs_help or (
+        "inputs as .npz keyed by input tensor name (arrays with one extra leading axis, or a folder of "
+        ".npz files: many samples)"))
     g.add_argument("--input", action="append", metavar="NAME=FILE.npy", default=None,
                    help="one input from a .npy file (repeatable)")
-    g.add_argument("--random-inputs", type=int, metavar="SEED", help="deterministic random inputs")
+    g.add_argument("--random-inputs", type=int, metavar="SEED",
+                   help="deterministic random inputs (integers over the dtype's range, floats in [-1, 1))")
 
 
 def _load_npy(path: str) -> np.ndarray:
@@ -61,7 +65,24 @@ def random_inputs(graph: Graph, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+def given_inputs(args, graph: Graph) -> dict[str, Any] | None:
+    """The inputs the user gave with ``add_input_args``'s options, or None when none was given."""
+    if getattr(args, "inputs", None) or getattr(args, "input", None) or getattr(args, "random_inputs", None) is not None:
+        return resolve_inputs(args, graph)
+    return None
+
+
+def inputs_label(args) -> str:
+    """How the inputs were given, for reports and provenance."""
+    if getattr(args, "inputs", None):
+        return str(args.inputs)
+    if getattr(args, "input", None):
+        return ", ".join(args.input)
+    return f"random seed {getattr(args, 'random_inputs', None) or 0}"
+
+
 def resolve_inputs(args, graph: Graph) -> dict[str, Any]:
+    """The inputs given (see ``add_input_args``); deterministic random inputs (seed 0) when none was."""
     if getattr(args, "inputs", None):
         feeds = load_npz(args.inputs)
         if len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .common import add_input_args
+
 
 def register(sub) -> None:
     p = sub.add_parser("diff", help="compare every layer against a device dump (first divergence, "
@@ -19,8 +21,8 @@ def register(sub) -> None:
                         "detected when omitted")
     p.add_argument("--runner", metavar="NAME", help="Polygraphy RunResults: the runner to compare (default the "
                                                   "first one in the file)")
-    p.add_argument("--inputs", metavar="IN.npz", help="the inputs given to the device (default: the "
-                                                      "model inputs stored in the dump)")
+    add_input_args(p, inputs_help="the inputs given to the device (default: the model inputs stored in "
+                                  "the dump; --random-inputs SEED: the same seed as `capture --random-inputs`)")
     p.add_argument("--mapping", metavar="FILE", help="YAML/JSON {model tensor: dump tensor | null}")
     p.add_argument("--atol-lsb", nargs="+", metavar="[NAME:]N",
                    help="tolerance in LSBs for quantized tensors (default 0); NAME:N per tensor")
@@ -67,7 +69,7 @@ def run(args) -> int:
     from ..compare.policy import Policy
     from ..compare import report_files as rf
     from ..dumps.detect import read_dump
-    from .common import load_npz
+    from .common import given_inputs
 
     graph = load(args.model)
     policy = Policy.from_args(args.atol_lsb, args.atol, args.rtol)
@@ -78,9 +80,7 @@ def run(args) -> int:
         dump = read_polygraphy(args.against, args.runner)
     else:
         dump = read_dump(args.against, args.dump_format)
-    feeds = load_npz(args.inputs) if args.inputs else None
-    if feeds is not None and len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:
-        feeds = {graph.inputs[0]: next(iter(feeds.values()))}
+    feeds = given_inputs(args, graph)
     differ = Differ(graph, args.scheme, policy, mapping)
     differ.keep_reference = bool(args.save_polygraphy)
     differ.explain = bool(args.explain or args.write_scheme)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from .common import add_input_args
+
 
 def register(sub) -> None:
     p = sub.add_parser("golden", help="make, sweep, check and export per-kernel golden test vectors")
@@ -12,9 +14,7 @@ def register(sub) -> None:
     m.add_argument("model")
     m.add_argument("--scheme", required=True, help="scheme name or YAML path (e.g. tflite-reference)")
     m.add_argument("--out", required=True, metavar="DIR", help="output folder (must be empty or absent)")
-    g = m.add_mutually_exclusive_group()
-    g.add_argument("--inputs", metavar="IN.npz", help="model inputs as .npz keyed by input name")
-    g.add_argument("--random-inputs", type=int, metavar="SEED", help="deterministic random inputs (default seed 0)")
+    add_input_args(m, inputs_help="model inputs as .npz keyed by input name (default: random inputs, seed 0)")
     m.add_argument("--ops", metavar="OP,...", help="only these ops (TFLite builtin names such as CONV_2D, or "
                    "canonical names such as Conv)")
     _common_out(m)
@@ -90,19 +90,13 @@ def _finish(args, cases, model_path=None, feeds=None) -> int:
 def run_make(args) -> int:
     from .. import load
     from ..golden.make import file_sha256, make_cases
-    from .common import load_npz, random_inputs
+    from .common import inputs_label, resolve_inputs
 
     _refuse_early(args.out, args.overwrite)
     graph = load(args.model)
-    if args.inputs:
-        feeds = load_npz(args.inputs)
-        if len(graph.inputs) == 1 and len(feeds) == 1 and graph.inputs[0] not in feeds:
-            feeds = {graph.inputs[0]: next(iter(feeds.values()))}
-    else:
-        feeds = random_inputs(graph, args.random_inputs or 0)
+    feeds = resolve_inputs(args, graph)
     ops = [o for o in (args.ops or "").split(",") if o.strip()] or None
-    source = {"path": str(args.model), "sha256": file_sha256(args.model),
-              "inputs": args.inputs or f"random seed {args.random_inputs or 0}"}
+    source = {"path": str(args.model), "sha256": file_sha256(args.model), "inputs": inputs_label(args)}
     cases = make_cases(graph, args.scheme, feeds, ops=ops, source=source)
     if not cases:
         from ..errors import GoldenError

@@ -15,9 +15,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..dumps.model import Dump
-from ..errors import DumpError, InputError, RefinterpError
+from ..errors import DumpError, RefinterpError
 from ..ir import Graph, TensorInfo
 from ..runtime import Session
+from ..samples import feed_samples
 from . import metrics as M
 from .align import fit_shape, match_names, model_layout
 from .convert import is_int, lsb_error, same_quant, to_real, to_stored
@@ -55,30 +56,6 @@ def _stamp(session: Session) -> dict[str, Any]:
     d = session.scheme.data
     return {"name": session.scheme.name, "backend": session.scheme.describes.strip(),
             "backend_version": d.get("backend_version"), "status": d.get("status"), "path": session.scheme.path}
-
-
-def _feed_samples(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """One feed dict per sample: an input may carry a leading sample axis (or a batch over batch-1)."""
-    per: dict[str, list[np.ndarray]] = {}
-    for name in graph.inputs:
-        if name not in feeds:
-            raise InputError(f"--inputs lacks model input '{name}'")
-        a = np.asarray(feeds[name])
-        shape = graph.tensors[name].shape
-        if shape is None or a.ndim == len(shape):
-            if shape and shape[0] == 1 and a.ndim and a.shape[0] > 1:
-                per[name] = [a[i:i + 1] for i in range(a.shape[0])]
-            else:
-                per[name] = [a]
-        elif a.ndim == len(shape) + 1:
-            per[name] = [a[i] for i in range(a.shape[0])]
-        else:
-            raise InputError(f"input '{name}' has shape {list(a.shape)}; the model expects {list(shape)}")
-    counts = {len(v) for v in per.values()}
-    if len(counts) > 1:
-        raise InputError(f"inputs hold different numbers of samples: {sorted(counts)}")
-    k = counts.pop() if counts else 1
-    return [{n: v[i] for n, v in per.items()} for i in range(k)]
 
 
 def _input_target(info: TensorInfo, arr: np.ndarray) -> tuple[int, ...]:
@@ -187,7 +164,7 @@ class Differ:
             samples = [{n: to_stored(aligned[n][i], dev_qp[n], g.tensors[n]) for n in g.inputs} for i in range(k)]
             notes.append("model inputs taken from the dump")
         else:
-            samples = _feed_samples(g, feeds)
+            samples = feed_samples(g, feeds)
             from .inputs_check import check_inputs
 
             input_checks = check_inputs(g, samples, aligned, dev_qp, self.policy)
