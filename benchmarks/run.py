@@ -202,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--tf-python", help="a Python with tensorflow, to generate the MobileNetV2-224 model")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-Numba-cache CLI measurement")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="skip memory.py (dropped Sessions) and neighbours.py (slowdown of LiteRT next to refinterp)")
     args = ap.parse_args(argv)
     env = {**os.environ, **thread_env(args.threads), "PYTHONPATH": str(REPO),
            "REFINTERP_FAST_KERNELS": "0" if args.numpy_kernels else "1"}
@@ -251,6 +253,10 @@ def main(argv=None) -> int:
                  f"CLI says: {b['reported']}"))
     print("\nwhere refinterp's time goes (per op type, one timed run):")
     print(profile_lines(results))
+    if not args.no_extras:
+        for script in ("memory.py", "neighbours.py"):
+            print(f"\n{script}:", flush=True)
+            subprocess.run([sys.executable, str(HERE / script)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     print(f"\nbenchmark wall time {time.perf_counter() - t_start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({"threads": args.threads, "numpy_kernels": args.numpy_kernels,
