@@ -135,9 +135,13 @@ class QBMMPlan:
     requant: Requant
     settings: dict
     executed_by: str = ""
+    # int8 x int8: int32 accumulator (scheme ``accumulator`` overflow); int16 lhs (16x8): int64, exact
+    # (LiteRT ``BatchMatMul<int16_t, int64_t>``: K = 256 full-scale products reach 2^38)
+    acc32: bool = True
 
     def describe(self) -> dict:
-        d = {"zero_points": [self.za, self.zb], **self.requant.describe()}
+        d = {"zero_points": [self.za, self.zb], **self.requant.describe(),
+             "accumulator": "int32" if self.acc32 else "int64"}
         return {"executed_by": self.executed_by, **d} if self.executed_by else d
 
 
@@ -152,7 +156,8 @@ def _prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype)
     return QBMMPlan(bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False)),
-                    int(a.quant.zero_point[0]), int(b.quant.zero_point[0]), rq, dict(ctx.settings))
+                    int(a.quant.zero_point[0]), int(b.quant.zero_point[0]), rq, dict(ctx.settings),
+                    acc32=a.dtype != "int16")
 
 
 @kernel("BatchMatMul", VARIANT, prepare=_prepare_bmm)
@@ -166,5 +171,5 @@ def qbatch_matmul(plan: QBMMPlan, a, b):
         af = np.swapaxes(af, -1, -2)
     if plan.adj_y:
         bf = np.swapaxes(bf, -1, -2)
-    acc = np.matmul(af, bf).astype(np.int64)
-    return plan.requant(accumulate_overflow(acc, plan.settings))
+    acc = np.matmul(af, bf).astype(np.int64)  # exact: |acc| < 2^53 for K < 2^21 at int16
+    return plan.requant(accumulate_overflow(acc, plan.settings) if plan.acc32 else acc)

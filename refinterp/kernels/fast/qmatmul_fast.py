@@ -153,5 +153,5 @@ def fast_bmm(plan, a, b) -> np.ndarray | None:
     acc = _chunked_matmul(af, bf, chunk)
     out = np.empty(acc.shape, np.dtype(plan.requant.dtype))
     run_fused(np.ascontiguousarray(acc).reshape(-1, N), np.zeros(N, np.int64), arrs,
-              overflow_mode(True, plan.settings), plan.requant, out.reshape(-1, N))
+              overflow_mode(plan.acc32, plan.settings), plan.requant, out.reshape(-1, N))
     return out
