@@ -201,6 +201,8 @@ def _prepare_resize(node, ctx):
     eight = np.dtype(p["dtype"]).itemsize == 1
     if p["mode"] == "nearest" and eight and not p["align"] and not p["half"]:
         p = dict(p, fixed_16_16=True)
+    if p["mode"] != "nearest" and p["dtype"] == "uint8":
+        p = dict(p, optimized=True)  # ResizeBilinearGenericSmallChannel<uint8> (qmisc.resize_bilinear_uint8)
     return p
 
 

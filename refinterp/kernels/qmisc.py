@@ -79,7 +79,7 @@ def _prepare_resize(node, ctx):
     a = node.attrs
     mode = a.get("mode", "nearest")
     dt = check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32") if mode == "nearest"
-                     else ("int8", "int16"))
+                     else ("int8", "uint8", "int16"))
     if a.get("layout", "NHWC") != "NHWC":
         raise UnsupportedOpError(f"{where(node)}: the TFLite integer resize needs NHWC layout")
     size = ctx.const(3) if len(ctx.inputs) > 3 else None
@@ -121,6 +121,48 @@ def _nearest_index(n_out: int, n_in: int, align: bool, half: bool) -> np.ndarray
     return np.maximum(idx, 0) if half else idx
 
 
+def _float_coords(n_out: int, n_in: int, align: bool, half: bool):
+    """float32 ``ComputeInterpolationValues``: (d = position - lower, lower, upper), per output index."""
+    sc = _F(_F(n_in - 1) / _F(n_out - 1)) if align and n_out > 1 else _F(_F(n_in) / _F(n_out))
+    o = np.arange(n_out, dtype=_F)
+    v = ((o + _F(0.5)) * sc - _F(0.5)).astype(_F) if half else (o * sc).astype(_F)
+    lo = np.maximum(np.floor(v).astype(_I64), 0)
+    hi = np.minimum(np.ceil(v).astype(_I64), n_in - 1)
+    return (v - lo.astype(_F)).astype(_F), lo, hi
+
+
+def resize_bilinear_uint8(x, oh: int, ow: int, align: bool, half: bool, optimized: bool) -> np.ndarray:
+    """uint8 RESIZE_BILINEAR: LiteRT runs it in float32, not in fixed point.
+
+    Reference (``reference_ops::ResizeBilinear<uint8_t>``), every step one float32 rounding:
+    ``v = ((a*(1-dy))*(1-dx) + (b*dy)*(1-dx)) + (c*(1-dy))*dx) + (d*dy)*dx`` with a, b, c, d the
+    (y0,x0), (y1,x0), (y0,x1), (y1,x1) neighbours; out = floor(v + 0.5) (v + 0.5 is exact below 256).
+    Optimized (``ResizeBilinearGenericSmallChannel<uint8>``): weights w00 = (1-dy)*(1-dx),
+    w01 = (1-dy)*dx, w10 = dy*(1-dx), w11 = dy*dx, ``v = ((a*w00 + c*w01) + b*w10) + d*w11 + 0.5``,
+    truncated.  Its x8 half-pixel special case (``ResizeBilinear888Uint8``, 8.8 fixed point with +0.5)
+    computes the same values: every weight is a multiple of 1/256 there, so both are exact."""
+    fy, y0, y1 = _float_coords(oh, x.shape[1], align, half)
+    fx, x0, x1 = _float_coords(ow, x.shape[2], align, half)
+    q = x.astype(_F)
+    a, b = q[:, y0][:, :, x0], q[:, y1][:, :, x0]
+    c, d = q[:, y0][:, :, x1], q[:, y1][:, :, x1]
+    dy = fy[None, :, None, None]
+    dx = fx[None, None, :, None]
+    one = _F(1)
+    if optimized:
+        w00, w01 = ((one - dy) * (one - dx)).astype(_F), ((one - dy) * dx).astype(_F)
+        w10, w11 = (dy * (one - dx)).astype(_F), (dy * dx).astype(_F)
+        v = (a * w00).astype(_F) + (c * w01).astype(_F)
+        v = (v.astype(_F) + (b * w10).astype(_F)).astype(_F)
+        v = (v + (d * w11).astype(_F)).astype(_F)
+    else:
+        v = ((a * (one - dy)).astype(_F) * (one - dx)).astype(_F) + ((b * dy).astype(_F) * (one - dx)).astype(_F)
+        v = (v.astype(_F) + ((c * (one - dy)).astype(_F) * dx).astype(_F)).astype(_F)
+        v = (v + ((d * dy).astype(_F) * dx).astype(_F)).astype(_F)
+    out = np.floor((v + _F(0.5)).astype(_F))
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
 @kernel("Resize", "tflite_ref", prepare=_prepare_resize)
 def _resize(p, x, roi=None, scales=None, sizes=None):
     if x.ndim != 4:
@@ -131,6 +173,8 @@ def _resize(p, x, roi=None, scales=None, sizes=None):
         iy = _nearest_index(oh, ih, p["align"], p["half"])
         ix = _nearest_index(ow, iw, p["align"], p["half"])
         return x[:, iy][:, :, ix].astype(p["dtype"])
+    if p["dtype"] == "uint8":
+        return resize_bilinear_uint8(x, oh, ow, p["align"], p["half"], bool(p.get("optimized")))
     vy, y0, y1 = _bilinear_coords(oh, ih, p["align"], p["half"])
     vx, x0, x1 = _bilinear_coords(ow, iw, p["align"], p["half"])
     dy = (vy - 1024 * y0)[None, :, None, None]

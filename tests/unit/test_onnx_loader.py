@@ -324,3 +324,26 @@ def test_malformed_initializer_is_a_model_error():
     with pytest.raises(ModelError, match="malformed ONNX model") as e:
         load_onnx_model(m)
     assert "\n" not in str(e.value)
+
+
+def test_minus_one_dims_in_value_info_are_unknown(tmp_path):
+    """PaddlePaddle's exporter and hand-built graphs write -1 for an unknown dimension in inputs,
+    outputs and value_info; ONNX Runtime treats it as unknown, and so does refinterp (an initializer
+    with a negative dim stays an error)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    import refinterp
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3])
+    vi = helper.make_tensor_value_info("h", TensorProto.FLOAT, [-1, -1])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])], "g",
+                          [x], [y], value_info=[vi])
+    p = tmp_path / "neg.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
+    m = refinterp.load(str(p))
+    assert m.tensors["x"].shape == (None, 3) and m.tensors["h"].shape == (None, None)
+    out = refinterp.Session(m).run({"x": np.array([[1, -2, 3], [4, 5, -6]], np.float32)})["y"]
+    assert np.array_equal(out, -np.maximum(np.array([[1, -2, 3], [4, 5, -6]], np.float32), 0))
