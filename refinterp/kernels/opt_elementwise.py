@@ -27,7 +27,9 @@ reference rounds twice (SRDHM, then a rounding shift):
 
 vqrdmulh(a, M) = (a*M + 2^30) >> 31 (ties up, unlike SRDHM's ties away); RDBP = gemmlowp
 RoundingDivideByPOT (ties away).  Lane outputs saturate to int16 after the clamp.  The last
-size % 16 elements run the scalar reference formula.  8-bit ADD, power-of-two int16 ADD,
+size % 16 elements run the scalar reference formula.  uint8 ADD with equal shapes runs the legacy
+``AddElementwise`` NEON loop (8 lanes, flooring input shifts; ``_add_uint8_neon``).  int8 ADD,
+power-of-two int16 ADD,
 broadcasting ADD and int16 SUB run the reference code on x86 (verified against LiteRT 2.3.0:
 tests/conformance/test_tflite_opt_int16_add.py, the mobilenet_tiny_int16x8 fixture).
 """
@@ -140,15 +142,41 @@ def _vqrdmulh(a, M: int) -> np.ndarray:
 
 def _prepare_add(node, ctx):
     p = qelementwise._prepare_add_sub(False)(node, ctx)
-    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
+    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"], neon_uint8=p["dtype"] == "uint8")
+
+
+_U8_BLOCK = 8
+
+
+def _add_uint8_neon(p, a, b, ref):
+    """Legacy uint8 ``optimized_ops::AddElementwise`` vector loop (NEON via NEON_2_SSE, 8 elements per
+    step; the last size % 8 elements are the scalar reference):
+
+        x_i = shl(vqrdmulh(shl(q_i - z_i, left_shift), M_i), shift_i)   (flooring right shift, not RDBP)
+        out = clamp(sat_u8(wrap16(wrap16(RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o)) + z_o)), lo, hi)
+
+    It differs from the reference (SRDHM ties away, RDBP input shifts) near ties, e.g. where an input
+    multiplier is an exact binary fraction (scales 0.08 / 0.05)."""
+    n = _U8_BLOCK * (ref.size // _U8_BLOCK)
+    ls = p["left_shift"]
+    x = _shl(_vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
+    y = _shl(_vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
+    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
+    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768  # vmovn_s32, then an int16 add
+    lo, hi = p["clamp"]
+    out = ref.reshape(-1).copy()
+    out[:n] = np.clip(np.clip(o, 0, 255), lo, hi)
+    return out.reshape(ref.shape)
 
 
 @kernel("Add", VARIANT, prepare=_prepare_add)
 def _add(p, a, b):
-    y = fast_opt_add(p, a, b) if _FAST else None
+    y = fast_opt_add(p, a, b) if _FAST and not p.get("neon_uint8") else None
     if y is not None:
         return y
     ref = qelementwise._run_add_sub(p, a, b)
+    if p.get("neon_uint8") and a.shape == b.shape and not p["pot"]:
+        return _add_uint8_neon(p, a, b, ref)
     if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref
     n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)

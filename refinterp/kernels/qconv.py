@@ -34,7 +34,8 @@ import numpy as np
 from ..errors import ModelError
 from ..settings import fast_kernels
 from ..quant.params import (Requant, accumulate_overflow, activation_range, channel_block_of,
-                            effective_scale_double, per_channel_scales, rounding_of)
+                            effective_scale_double, effective_scale_f32_product, per_channel_scales,
+                            rounding_of)
 from ..quant.requant import Rounding
 from . import conv as _fconv
 from . import conv_transpose as _ftconv
@@ -86,6 +87,8 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
     wshape = w.const.shape if w.const is not None else tuple(w.shape)
     n_out = int(wshape[n_out_axis])
     sw = per_channel_scales(w.quant, n_out, node.name)
+    if eff_fn is effective_scale_double and (ctx.settings.get("requant") or {}).get("multiplier") == "f32_product":
+        eff_fn = effective_scale_f32_product
     eff = eff_fn(x.quant.scale[0], sw, out.quant.scale[0])
     zw_b = w.quant.broadcast(tuple(wshape))[1]
     wq = None if w.const is None else w.const.astype(np.float64) - zw_b.astype(np.float64)

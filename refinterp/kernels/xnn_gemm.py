@@ -10,8 +10,9 @@ for a model TFLite itself accepts:
 * activations: input and output int8 (or uint8), same type as the filter -> 16x8 falls back;
 * filter and bias constant; Conv / DepthwiseConv need a bias;
 * filter per-channel: quantized dimension 0 (DepthwiseConv 3), zero point 0, finite positive
-  scales; per-tensor: zero point in [-128, 127], finite positive normal scale;
-* FullyConnected: filter zero point 0; BatchMatMul: both operands the same type, RHS zero point 0;
+  scales; per-tensor: zero point in [-128, 127] (int8) or [0, 255] (uint8, QU8 operators), finite
+  positive normal scale;
+* FullyConnected: int8 filter zero point 0; BatchMatMul: both operands the same type, RHS zero point 0;
 * ConvTranspose (``CalculateTransposeConvPaddings``): VALID needs kernel <= output size; SAME
   needs ceil(output / stride) == input size and kernel >= stride in both dimensions.
 
@@ -75,7 +76,8 @@ def _filter_refusal(w, qdim: int) -> str | None:
             return "per-channel filter scale not finite and positive"
         return None
     zp = int(q.zero_point[0])
-    if not (-128 <= zp <= 127) or not (np.isfinite(s[0]) and s[0] >= np.finfo(np.float32).tiny):
+    lo, hi = (0, 255) if w.dtype == "uint8" else (-128, 127)  # QU8 filters: any uint8 zero point
+    if not (lo <= zp <= hi) or not (np.isfinite(s[0]) and s[0] >= np.finfo(np.float32).tiny):
         return "per-tensor filter zero point / scale outside XNNPACK's range"
     return None
 
@@ -124,8 +126,8 @@ def refusal(node, ctx: PrepareContext) -> str | None:
         why = _tconv_refusal(node, x, w, out)
         if why:
             return why
-    if op == "FullyConnected" and np.any(np.asarray(w.quant.zero_point) != 0):
-        return "non-zero filter zero point"
+    if op == "FullyConnected" and w.dtype == "int8" and np.any(np.asarray(w.quant.zero_point) != 0):
+        return "non-zero filter zero point"  # (QS8; QU8 filters carry a kernel zero point)
     if b is None and op in ("Conv", "DepthwiseConv"):
         return "no bias"
     if b is not None and b.const is None:

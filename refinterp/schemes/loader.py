@@ -158,6 +158,18 @@ def _is_hybrid_node(node, graph) -> bool:
     return any(_is_quant_int(t) for t in consts)
 
 
+def _is_uint8_node(node, graph) -> bool:
+    t = graph.tensors.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    return t is not None and t.dtype == "uint8" and t.quant is not None
+
+
+def _take_uint8(settings: dict[str, Any], uint8_node: bool) -> None:
+    """Pop ``uint8`` from ``settings``; merge it in for a node with uint8 activations."""
+    over = settings.pop("uint8", None)
+    if over and uint8_node:
+        _merge_settings(settings, over)
+
+
 def _take_hybrid(settings: dict[str, Any], hybrid_node: bool) -> bool:
     """Pop ``hybrid`` from ``settings``; merge it in for a dynamic-range node.  True if merged."""
     hybrid = settings.pop("hybrid", None)
@@ -201,23 +213,28 @@ class Scheme:
         Precedence (later wins): scheme defaults < ``ops.<node.op>`` < every ``nodes:`` glob
         matching the node name, in file order < a ``nodes:`` key equal to the node name.
         A dynamic-range node (float activations, constant quantized weights) merges each level's
-        ``hybrid:`` settings right after that level and keeps the resulting variant order.
+        ``hybrid:`` settings right after that level and keeps the resulting variant order; a node
+        with uint8 activations merges each level's ``uint8:`` settings likewise.
         ``compute: float`` selects the float kernel (the runtime dequantizes the inputs and
         quantizes the outputs).  Otherwise, in a scheme with integer variants, the ``float``
         variant is never chosen for a node with quantized integer outputs (it would silently
         change the arithmetic); such a node needs an integer kernel.
         """
         hybrid_node = _is_hybrid_node(node, graph)
+        uint8_node = _is_uint8_node(node, graph)
         settings = self.op_settings(node.op)
         is_hybrid = _take_hybrid(settings, hybrid_node)
+        _take_uint8(settings, uint8_node)
         nodes = self.data.get("nodes") or {}
         for pattern, over in nodes.items():
             if pattern != node.name and fnmatch.fnmatchcase(node.name, pattern):
                 _merge_settings(settings, over)
                 is_hybrid |= _take_hybrid(settings, hybrid_node)
+                _take_uint8(settings, uint8_node)
         if node.name in nodes:
             _merge_settings(settings, nodes[node.name])
             is_hybrid |= _take_hybrid(settings, hybrid_node)
+            _take_uint8(settings, uint8_node)
         variants = list(settings.pop("variants", None) or self.variants)
         if settings.get("compute") == "float":
             variants = ["float"]

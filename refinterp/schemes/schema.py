@@ -29,6 +29,9 @@ REQUANT::
                                      # 8, MEAN spatial fast path 16): channels c < N*floor(C/N) use
     block_rounding: an integer form  # ``block_rounding``, the C mod N tail channels ``rounding``
                                      # (int32 accumulators only; both keys must be given together)
+    multiplier: double_product | f32_product   # the real multiplier of conv-family ops:
+                                     # double(s_in) * double(s_w) / double(s_out) (default) or
+                                     # double(float32(s_in * s_w)) / double(s_out)
 
 ACCUMULATOR::
 
@@ -53,6 +56,9 @@ OP (also the value of a ``nodes:`` entry)::
     hybrid: OP                       # merged over the op's settings for a dynamic-range ("hybrid")
                                      # node: float activations, a constant quantized integer input
                                      # (int8 weights); e.g. ``hybrid: {variants: [tflite_hybrid_ref]}``
+    uint8: OP                        # merged over the op's settings for a node whose first input is
+                                     # uint8 (legacy asymmetric QUANTIZED_UINT8 models), e.g. LiteRT's
+                                     # optimized uint8 DepthwiseConv (its own kernel, not the int8 one)
 """
 from __future__ import annotations
 
@@ -117,7 +123,8 @@ def _pos_int(path: str, v: Any, where: str) -> None:
 REQUANT: dict[str, Check] = {"rounding": _enum(*(r.value for r in Rounding)),
                              "rounding64": _enum(*(r.value for r in Rounding)),
                              "channel_block": _pos_int,
-                             "block_rounding": _enum(*(r.value for r in Rounding if not r.is_float))}
+                             "block_rounding": _enum(*(r.value for r in Rounding if not r.is_float)),
+                             "multiplier": _enum("double_product", "f32_product")}
 ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap", "saturate")}
 OP: dict[str, Check] = {
     "variants": _str_list,
@@ -129,6 +136,7 @@ OP: dict[str, Check] = {
 }
 OP["delegate"] = _mapping(dict(OP))  # the delegate's own settings (no nested delegate)
 OP["hybrid"] = _mapping(dict(OP))  # settings for dynamic-range nodes (no nested hybrid)
+OP["uint8"] = _mapping({k: v for k, v in OP.items() if k != "hybrid"})  # uint8-activation nodes
 
 
 def _op_map(known_ops: Callable[[], set[str]] | None) -> Check:
