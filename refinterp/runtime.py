@@ -13,6 +13,7 @@ from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
 from .schemes import Scheme, load_scheme
+from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
 from .settings import run_pools
 
 Hook = Callable[[Node, dict[str, np.ndarray]], None]
@@ -60,6 +61,11 @@ class Session:
         return self.graph.tensors.get(name) if name else None
 
     def _resolve(self, node: Node, scheme: Scheme | None = None) -> Step:
+        if node.op in CONTROL_OPS:  # subgraphs: child Sessions under the same scheme
+            sch = scheme or self.scheme
+            full, plan = prepare_control(node, self.graph, lambda g: Session(g, sch))
+            return Step(full, Kernel(node.op, "control", RUNNERS[node.op]), plan, {},
+                        (False,) * len(full.inputs), None)
         choice = (scheme or self.scheme).for_node(node, self.graph)
         k = lookup(node.op, choice.variants, node=node, fmt=self.graph.format)
         ins = [self._info(i) for i in node.inputs]
@@ -132,8 +138,15 @@ class Session:
         with run_pools():  # BLAS threads for refinterp's own calls only (settings.run_pools)
             return self._run(feeds, capture, hook, timing)
 
+    def run_values(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run on ready values (no feed checks), keyed by name: a control-flow body's inputs plus the
+        outer-scope values it reads.  Returns ``{output name: array}``."""
+        return self._run_checked(dict(values), None, None, False)
+
     def _run(self, feeds, capture, hook, timing) -> dict[str, np.ndarray]:
-        values = self.check_feeds(feeds)
+        return self._run_checked(self.check_feeds(feeds), capture, hook, timing)
+
+    def _run_checked(self, values, capture, hook, timing) -> dict[str, np.ndarray]:
         keep_all = capture == "all"
         keep = set(self.graph.outputs) | (set() if capture in (None, "all") else set(capture))
         result: dict[str, np.ndarray] = {}

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     opt_misc,
     ort_elementwise,
     ort_float_conv,
+    ort_float_activation,
     ort_float_matmul,
     ort_float_softmax,
     ort_gemm,

@@ -88,8 +88,9 @@ def _value_info(vi: onnx.ValueInfoProto, where: str) -> TensorInfo:
         tt = getattr(t, kind)
         shape = None
         if tt.HasField("shape"):
-            # a declared dim of -1 (PaddlePaddle's exporter, hand-built graphs) means unknown, as in ORT
-            shape = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else None
+            # a declared dim of -1 (PaddlePaddle's exporter, hand-built graphs) means unknown, as in ORT;
+            # other negative dims stay malformed (_check_size refuses them)
+            shape = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else None
                           for d in tt.shape.dim)
             _check_size(shape, _itemsize(tt.elem_type), f"tensor '{vi.name}'", where)
         return TensorInfo(vi.name, shape, _np_dtype(tt.elem_type))

@@ -306,3 +306,10 @@ def _conv(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
         n.attrs["group"] = group
         n.attrs["depth_multiplier"] = ws[0] // group
     return [n]
+
+
+@rule("Scan")
+def _scan(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
+    if opset < 9:  # opset 8: optional sequence_lens input, batch axis 0 on states and sequences
+        n.attrs["batch_major"] = 1
+    return [n]

@@ -189,7 +189,7 @@ def test_onnx_negative_dim_refused(tmp_path):
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, -3])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, -3])  # (-1 alone means unknown)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "neg", [x], [y])
     p = tmp_path / "neg.onnx"
