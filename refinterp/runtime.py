@@ -14,6 +14,7 @@ from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
 from .schemes import Scheme, load_scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
+from .state import STATE_OPS, SessionState, prepare_state, run_state
 from .settings import run_pools
 
 Hook = Callable[[Node, dict[str, np.ndarray]], None]
@@ -41,12 +42,15 @@ class Session:
     outputs.
     """
 
-    def __init__(self, model: Graph | str, scheme: str | Scheme = "float32") -> None:
+    def __init__(self, model: Graph | str, scheme: str | Scheme = "float32", *,
+                 _state: SessionState | None = None) -> None:
         if isinstance(model, str):
             from .loaders import load
 
             model = load(model)
         self.graph: Graph = model
+        # resource variables (TFLite streaming state): owned by this Session, shared with its subgraphs
+        self._state = _state if _state is not None else SessionState()
         self.scheme: Scheme = scheme if isinstance(scheme, Scheme) else load_scheme(scheme)
         if self.scheme.data.get("graph_passes"):
             from .passes import apply_passes
@@ -61,6 +65,10 @@ class Session:
         return self.graph.tensors.get(name) if name else None
 
     def _resolve(self, node: Node, scheme: Scheme | None = None) -> Step:
+        if node.op in STATE_OPS:  # variables: Session state
+            sch = scheme or self.scheme
+            plan = prepare_state(node, self.graph, self._state, lambda g: Session(g, sch, _state=self._state))
+            return Step(node, Kernel(node.op, "state", run_state), plan, {}, (False,) * len(node.inputs), None)
         if node.op in CONTROL_OPS:  # subgraphs: child Sessions under the same scheme
             sch = scheme or self.scheme
             full, plan = prepare_control(node, self.graph, lambda g: Session(g, sch))
@@ -169,6 +177,13 @@ class Session:
                 for name in st.node.inputs:
                     if name and self._last_use.get(name) == idx:
                         values.pop(name, None)
+        if keep_all:  # a handle's tensor shows its variable's value after this run (not the handle)
+            for st in self.steps:
+                if st.node.op == "VarHandle":
+                    value = self._state.variables.get(st.plan.key)
+                    result.pop(st.node.outputs[0], None)
+                    if value is not None:
+                        result[st.node.outputs[0]] = value.copy()
         consts = self.graph.tensors
         missing = [o for o in self.graph.outputs if o not in result]
         for o in missing:  # outputs that are graph inputs or constants
@@ -222,6 +237,18 @@ class Session:
         if timing:
             self.timings[st.node.name] = self.timings.get(st.node.name, 0.0) + time.perf_counter() - t0
         return {name: np.asarray(v) for name, v in zip(st.node.outputs, outs) if name}
+
+    def reset_state(self) -> None:
+        """Forget every resource variable and re-arm CALL_ONCE initialisers (the next ``run`` starts
+        as the first did), like LiteRT's ``Interpreter.reset_all_variables``."""
+        self._state.reset()
+
+    reset_all_variables = reset_state
+
+    @property
+    def variables(self) -> dict[str, np.ndarray]:
+        """A copy of the resource variables, keyed ``container/shared_name``."""
+        return {k: v.copy() for k, v in self._state.variables.items()}
 
     def step_of(self, node: str | int) -> Step:
         """The prepared step of a node, by execution index or node name."""

@@ -86,9 +86,17 @@ class _Reader:
         if nsub == 0:
             raise self.fail("TFLite model has no subgraph")
         self.nbuf = self._count(m.BuffersLength(), "buffer")
-        sg = m.Subgraphs(0)
+        main = self.subgraph(0, path)
+        # other subgraphs (CALL_ONCE initialisers, WHILE / IF bodies), each with its own tensors
+        main.subgraphs = {str(k): self.subgraph(k, path) for k in range(1, nsub)}
+        main.metadata["subgraph_count"] = nsub
+        return main
+
+    def subgraph(self, index: int, path: Path) -> Graph:
+        m = self.model
+        sg = m.Subgraphs(index)
         if sg is None:
-            raise self.fail("malformed TFLite flatbuffer (subgraph 0 is missing)")
+            raise self.fail(f"malformed TFLite flatbuffer (subgraph {index} is missing)")
         ntens = self._count(sg.TensorsLength(), "tensor")
         tensors: dict[str, TensorInfo] = {}
         self.names: list[str] = []
@@ -102,14 +110,13 @@ class _Reader:
         outputs = [self.tensor_name(int(i), "subgraph output") for i in _vec(sg.OutputsAsNumpy())]
         nodes = [self.operator(sg.Operators(k), k) for k in range(self._count(sg.OperatorsLength(), "operator"))]
         meta: dict[str, Any] = {"schema_version": int(m.Version()),
-                                "description": _str(m.Description()) or "",
-                                "subgraph_count": nsub}
+                                "description": _str(m.Description()) or ""}
         if self.int4:
             meta["int4_tensors"] = list(self.int4)
-        sigs = self.signatures()
+        sigs = self.signatures() if index == 0 else {}
         if sigs:
             meta["signatures"] = sigs
-        name = _str(sg.Name()) or path.stem
+        name = _str(sg.Name()) or (path.stem if index == 0 else f"subgraph{index}")
         return Graph(name=name, format="tflite", tensors=tensors, nodes=nodes, inputs=inputs,
                      outputs=outputs, path=str(path), metadata=meta)
 

@@ -31,7 +31,7 @@ def _snake(name: str) -> str:
 
 
 def decode_options(table_cls: type, tab: Any) -> dict[str, Any]:
-    """Every scalar and numeric-vector field of an options table, keyed in snake_case."""
+    """Every scalar, string and numeric-vector field of an options table, keyed in snake_case."""
     obj = table_cls()
     obj.Init(tab.Bytes, tab.Pos)
     out: dict[str, Any] = {}
@@ -53,6 +53,8 @@ def decode_options(table_cls: type, tab: Any) -> dict[str, Any]:
             continue
         if isinstance(v, (bool, int, float, np.integer, np.floating)):
             out[_snake(attr)] = v.item() if isinstance(v, np.generic) else v
+        elif isinstance(v, (bytes, bytearray)):  # string fields (VarHandleOptions shared_name)
+            out[_snake(attr)] = v.decode("utf-8", errors="replace")
     return out
 
 
@@ -381,6 +383,11 @@ CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "SELECT_V2": _plain("Where"), "EQUAL": _plain("Equal"), "LESS": _plain("Less"),
     "GREATER": _plain("Greater"), "LOGICAL_NOT": _plain("Not"), "LOGICAL_AND": _plain("And"),
     "LOGICAL_OR": _plain("Or"),
+    # resource variables (streaming state): run by the Session, which owns the variables (state.py)
+    "VAR_HANDLE": lambda c: ("VarHandle", [], {"container": str(c.opt("container", "") or ""),
+                                                "shared_name": str(c.opt("shared_name", "") or "")}),
+    "READ_VARIABLE": _plain("ReadVariable"), "ASSIGN_VARIABLE": _plain("AssignVariable"),
+    "CALL_ONCE": lambda c: ("CallOnce", [], {"init_subgraph_index": int(c.opt("init_subgraph_index", 0))}),
 }
 
 
