@@ -97,7 +97,7 @@ def _transpose(plan, x, perm_in=None):
     perm = plan["perm"] if plan["perm"] is not None else ints(perm_in)
     if perm is None:
         perm = list(range(x.ndim))[::-1]
-    return np.ascontiguousarray(np.transpose(x, [p % x.ndim for p in perm]))
+    return np.array(np.transpose(x, [p % x.ndim for p in perm]), order="C")  # (keeps rank 0)
 
 
 # -- Reshape family ---------------------------------------------------------------------------

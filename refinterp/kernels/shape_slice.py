@@ -119,7 +119,7 @@ def _strided_slice(plan, x, begin=None, end=None, strides=None):
             stop = _end_for_axis(e[i], d, k, start, bool((em >> i) & 1), plan["offset"])
             index.append(_py_slice(start, stop, k))
         dim += 1
-    return np.ascontiguousarray(x[tuple(index)])
+    return np.array(x[tuple(index)], copy=True)  # (ascontiguousarray would turn a shrunk scalar into 1-D)
 
 
 # -- Gather -----------------------------------------------------------------------------------

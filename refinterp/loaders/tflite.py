@@ -29,6 +29,7 @@ from tflite.utils import BUILTIN_OPCODE2NAME
 from ..errors import ModelError, RefinterpError, ResourceError
 from ..ir import Graph, Node, QuantParams, TensorInfo
 from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
+from . import tflite_sparse
 from .tflite_ops import OpContext, convert, decode_options
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
@@ -167,7 +168,8 @@ class _Reader:
         if len(sig) == len(shape) and len(sig):
             dims = tuple(None if int(s) < 0 else d for s, d in zip(sig, shape))
         quant = self.quant(t.Quantization(), name, shape)
-        const = self.const(int(t.Buffer()), name, tname, dtype, shape)
+        sparsity = t.Sparsity()
+        const = self.const(int(t.Buffer()), name, tname, dtype, shape, sparsity)
         if dtype == "int4":
             dtype = "int8"
             self.int4.append(name)
@@ -194,7 +196,8 @@ class _Reader:
                                 f"dimension {axis} of shape {list(shape)}")
         return QuantParams(scale.astype(np.float32), zp.astype(np.int64), axis)
 
-    def const(self, b: int, name: str, tname: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    def const(self, b: int, name: str, tname: str, dtype: str, shape: tuple[int, ...],
+              sparsity: Any = None) -> np.ndarray | None:
         if b < 0 or b >= max(self.nbuf, 1):
             raise self.fail(f"tensor '{name}' refers to buffer {b}, but the model has {self.nbuf} buffers")
         if b == 0 or self.nbuf == 0:
@@ -226,6 +229,13 @@ class _Reader:
         if dtype in ("string", "resource", "variant", "bfloat16"):
             raise self.fail(f"tensor '{name}': constant of type {tname} is not supported")
         dt = np.dtype(dtype).newbyteorder("<")
+        if sparsity is not None and dtype != "int4":  # stored values only: densified (DENSIFY's input)
+            if raw.size % dt.itemsize or raw.size > n * dt.itemsize:
+                raise self.fail(f"tensor '{name}': sparse buffer {b} of {raw.size} bytes does not hold whole "
+                                f"{dtype} values of shape {list(shape)}")
+            params = tflite_sparse.parse(sparsity, len(shape), f"tensor '{name}'", self.where)
+            values = raw.view(dt).astype(np.dtype(dtype))
+            return tflite_sparse.densify(values, shape, params, f"tensor '{name}'", self.where)
         if raw.size != n * dt.itemsize:
             raise self.fail(f"tensor '{name}': buffer {b} holds {raw.size} bytes, shape {list(shape)} of {dtype} "
                             f"needs {n * dt.itemsize}")
