@@ -256,15 +256,32 @@ class _Reader:
         outs = [("" if int(i) == -1 else self.tensor_name(int(i), f"operator {k} output")) for i in
                 _vec(op.OutputsAsNumpy())]
         node_name = next((o for o in outs if o), f"op{k}")
+        opts: dict[str, Any] = {}
+        source = None
         if bcode == tflite.BuiltinOperator.CUSTOM:
             custom = _str(code.CustomCode()) or "?"
-            return Node(node_name, f"Custom:{custom}", ins, outs, {}, source_op=f"CUSTOM:{custom}", index=k)
-        bname = BUILTIN_OPCODE2NAME.get(bcode)
-        if bname is None:
-            bname = f"BUILTIN_{bcode}"
-        opts: dict[str, Any] = {}
+            if custom != "Convolution2DTransposeBias":
+                return Node(node_name, f"Custom:{custom}", ins, outs, {}, source_op=f"CUSTOM:{custom}", index=k)
+            # MediaPipe's transpose conv with bias (segmentation models; XNNPACK runs it, LiteRT's
+            # built-in resolvers do not): inputs (input, OHWI weights, bias), custom options the raw C
+            # struct TfLiteTransposeConvParams {padding (1 SAME, 2 VALID), stride_width, stride_height}
+            raw = _vec(op.CustomOptionsAsNumpy()).astype(np.uint8).tobytes()
+            vals = struct.unpack("<" + "i" * (len(raw) // 4), raw[:len(raw) // 4 * 4])
+            if len(vals) < 3 or vals[0] not in (1, 2) or len(ins) != 3 or not outs:
+                raise self.fail(f"Convolution2DTransposeBias node '{node_name}': unreadable custom options "
+                                f"or inputs")
+            out_t = self.tensors.get(outs[0])
+            if out_t is None or out_t.shape is None or None in out_t.shape:
+                raise self.fail(f"Convolution2DTransposeBias node '{node_name}': output shape unknown")
+            # a fourth field (activation) is ignored, as LiteRT's XNNPACK delegate ignores it (measured)
+            opts = {"padding": 0 if vals[0] == 1 else 1, "stride_w": vals[1], "stride_h": vals[2]}
+            bname, source = "TRANSPOSE_CONV", "CUSTOM:Convolution2DTransposeBias"
+        else:
+            bname = BUILTIN_OPCODE2NAME.get(bcode)
+            if bname is None:
+                bname = f"BUILTIN_{bcode}"
         otype = int(op.BuiltinOptionsType())
-        if otype:
+        if otype and source is None:
             oname = _OPTION_NAMES.get(otype)
             tab = op.BuiltinOptions()
             if oname is not None and tab is not None and hasattr(tflite, oname):
@@ -285,13 +302,17 @@ class _Reader:
             t = self.tensors.get(name)
             return None if t is None else t.const
 
+        if source is not None:  # TRANSPOSE_CONV's input order, the output size as a constant
+            ins = [new_const("output_shape", np.asarray(self.tensors[outs[0]].shape, np.int32)), ins[1], ins[0],
+                   ins[2]]
+            self.tensors.update({t.name: t for t in derived})
         ctx = OpContext(bname, node_name, opts, ins, outs, shape_of, const_of, new_const, self.where)
         canon, new_ins, attrs = convert(ctx)
         for t in derived:
             self.tensors[t.name] = t
         attrs = dict(attrs)
         attrs.setdefault("op_version", int(code.Version()))
-        return Node(node_name, canon, new_ins, outs, attrs, source_op=bname, index=k)
+        return Node(node_name, canon, new_ins, outs, attrs, source_op=source or bname, index=k)
 
 
 def _itemsize(dtype: str) -> int | None:
