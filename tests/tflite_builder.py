@@ -73,7 +73,7 @@ _TYPES = {
     "int32": fb.TensorType.INT32, "uint8": fb.TensorType.UINT8, "int64": fb.TensorType.INT64,
     "bool": fb.TensorType.BOOL, "int16": fb.TensorType.INT16, "int8": fb.TensorType.INT8,
     "uint32": fb.TensorType.UINT32, "uint16": fb.TensorType.UINT16, "uint64": fb.TensorType.UINT64,
-    "int4": fb.TensorType.INT4,
+    "int4": fb.TensorType.INT4, "complex64": fb.TensorType.COMPLEX64,
 }
 
 # Ops whose options table is not named after the op (CamelCase(op) + "Options").

@@ -38,6 +38,7 @@ from . import (  # noqa: F401
     shape,
     shape_pad,
     shape_slice,
+    spectral,
     torchq_elementwise,
     torchq_gemm,
     torchq_pool,

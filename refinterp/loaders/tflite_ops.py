@@ -387,7 +387,8 @@ CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "VAR_HANDLE": lambda c: ("VarHandle", [], {"container": str(c.opt("container", "") or ""),
                                                 "shared_name": str(c.opt("shared_name", "") or "")}),
     "READ_VARIABLE": _plain("ReadVariable"), "ASSIGN_VARIABLE": _plain("AssignVariable"),
-    "DENSIFY": _plain("Identity"),  # its sparse constant input is densified by the loader (tflite_sparse.py)
+    "DENSIFY": _plain("Identity"),
+    "RFFT2D": _plain("RFFT2D"), "COMPLEX_ABS": _plain("ComplexAbs"), "REAL": _plain("Real"), "IMAG": _plain("Imag"),  # its sparse constant input is densified by the loader (tflite_sparse.py)
     "CALL_ONCE": lambda c: ("CallOnce", [], {"init_subgraph_index": int(c.opt("init_subgraph_index", 0))}),
 }
 
