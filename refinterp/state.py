@@ -52,6 +52,11 @@ class StatePlan:
 
 def prepare_state(node: Node, graph: Graph, state: SessionState,
                   make_session: Callable[[Graph], Any]) -> StatePlan:
+    arity = {"VarHandle": (0, 1), "ReadVariable": (1, 1), "AssignVariable": (2, 0), "CallOnce": (0, 0)}
+    n_in, n_out = arity.get(node.op, (None, None))
+    if n_in is not None and (len([i for i in node.inputs if i]) < n_in or len(node.outputs) < n_out):
+        raise ModelError(f"node '{node.name}' ({node.source_op or node.op}) needs {n_in} input(s) and "
+                         f"{n_out} output(s), has {len(node.inputs)} and {len(node.outputs)}", graph.path)
     if node.op == "VarHandle":
         return StatePlan(node.op, state, key=f"{node.attrs.get('container', '')}/{node.attrs.get('shared_name', '')}")
     if node.op == "CallOnce":

@@ -17,6 +17,10 @@ runs of L contiguous elements (no broadcast: the whole tensor; five-fold broadca
 y4 == 1), and lane i of a run is vectorised iff i < W * floor(L / W).  Generic (six-D slow)
 broadcasts run the reference code.  int16 MUL uses the reference formula.
 
+ADD int8 with equal input shapes runs ``AddElementwiseInt8`` (16 lanes, ``_add_int8_neon``): inputs
+rounded once, and the sum narrowed to int16 by wrapping, which flips saturated outputs at tiny output
+scales.  Both 8-bit NEON loops are tabulated per input pair (``_pair_tables``).
+
 ADD int16 with general scales (``pot_scale_int16`` false) and equal input shapes runs
 ``optimized_integer_ops::AddElementwiseInt16``; on x86 its NEON loop (via NEON_2_SSE; 16 elements
 per step) folds the left shift into the input shift, so each input is rounded ONCE where the
@@ -28,8 +32,8 @@ reference rounds twice (SRDHM, then a rounding shift):
 vqrdmulh(a, M) = (a*M + 2^30) >> 31 (ties up, unlike SRDHM's ties away); RDBP = gemmlowp
 RoundingDivideByPOT (ties away).  Lane outputs saturate to int16 after the clamp.  The last
 size % 16 elements run the scalar reference formula.  uint8 ADD with equal shapes runs the legacy
-``AddElementwise`` NEON loop (8 lanes, flooring input shifts; ``_add_uint8_neon``).  int8 ADD,
-power-of-two int16 ADD,
+``AddElementwise`` NEON loop (8 lanes, flooring input shifts; ``_add_uint8_neon``).  Power-of-two
+int16 ADD,
 broadcasting ADD and int16 SUB run the reference code on x86 (verified against LiteRT 2.3.0:
 tests/conformance/test_tflite_opt_int16_add.py, the mobilenet_tiny_int16x8 fixture).
 """
@@ -42,6 +46,7 @@ from ..settings import fast_kernels
 from . import qelementwise
 from .fast.qadd import fast_opt_add
 from ._qtflite import mbqm
+from .prepared import prepared
 from .registry import kernel
 
 VARIANT = "tflite_opt"
@@ -142,7 +147,8 @@ def _vqrdmulh(a, M: int) -> np.ndarray:
 
 def _prepare_add(node, ctx):
     p = qelementwise._prepare_add_sub(False)(node, ctx)
-    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"], neon_uint8=p["dtype"] == "uint8")
+    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"], neon_uint8=p["dtype"] == "uint8",
+                neon_int8=p["dtype"] == "int8")
 
 
 _U8_BLOCK = 8
@@ -169,14 +175,60 @@ def _add_uint8_neon(p, a, b, ref):
     return out.reshape(ref.shape)
 
 
+def _add_int8_neon(p, a, b, ref):
+    """``optimized_integer_ops::AddElementwiseInt8`` vector loop (NEON via NEON_2_SSE, 16 elements per
+    step; the last size % 16 elements are the scalar reference).  Each input is rounded once (the input
+    shift folded into the left shift, as in the int16 loop); the rescaled sum is narrowed to int16 by
+    *wrapping* (vmovn_s32), the output zero point added in wrapping int16, then saturated to int8:
+
+        x_i = vqrdmulh(shl(q_i - z_i, 20 + shift_i), M_i)            (q_i - z_i in [-255, 255])
+        out = clamp(sat_s8(wrap16(wrap16(RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o)) + z_o)), lo, hi)
+
+    Off the rails it equals the reference except at input-rounding ties; once |sum| >= 2^15 the wrap
+    can flip a saturated output to the opposite rail (seen at output scales ~1e-4)."""
+    n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)
+    ls = p["left_shift"]
+    x = _vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
+    y = _vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
+    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
+    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768
+    lo, hi = p["clamp"]
+    out = ref.reshape(-1).copy()
+    out[:n] = np.clip(np.clip(o, -128, 127), lo, hi)
+    return out.reshape(ref.shape)
+
+
+def _pair_tables(p):
+    """8-bit equal-shape ADD: every output code is a function of its own input pair, so the reference
+    and the vector-lane formulas are tabulated over all 65536 pairs (index (a & 0xFF) << 8 | b & 0xFF)."""
+    dt = np.dtype(p["dtype"])
+    codes = np.arange(256, dtype=np.uint8).view(dt)
+    a, b = np.repeat(codes, 256), np.tile(codes, 256)
+    ref = qelementwise._run_add_sub(p, a, b)
+    lanes = (_add_uint8_neon if p.get("neon_uint8") else _add_int8_neon)(p, a, b, ref)
+    return ref, lanes, _U8_BLOCK if p.get("neon_uint8") else _NEON_BLOCK
+
+
+def _add_8bit_equal_shapes(p, a, b):
+    ref_t, lane_t, block = prepared(p, "add_pair_tables", _pair_tables)
+    idx = (a.reshape(-1).view(np.uint8).astype(np.intp) << 8) | b.reshape(-1).view(np.uint8)
+    n = block * (idx.size // block)
+    out = np.empty(idx.size, ref_t.dtype)
+    out[:n] = lane_t[idx[:n]]
+    out[n:] = ref_t[idx[n:]]
+    return out.reshape(a.shape)
+
+
 @kernel("Add", VARIANT, prepare=_prepare_add)
 def _add(p, a, b):
-    y = fast_opt_add(p, a, b) if _FAST and not p.get("neon_uint8") else None
+    if (p.get("neon_uint8") or p.get("neon_int8")) and not p["pot"]:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape == b.shape and a.dtype == b.dtype == np.dtype(p["dtype"]):
+            return _add_8bit_equal_shapes(p, a, b)
+    y = fast_opt_add(p, a, b) if _FAST else None
     if y is not None:
         return y
     ref = qelementwise._run_add_sub(p, a, b)
-    if p.get("neon_uint8") and a.shape == b.shape and not p["pot"]:
-        return _add_uint8_neon(p, a, b, ref)
     if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref
     n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)

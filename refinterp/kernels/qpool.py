@@ -43,12 +43,31 @@ def _prepare(node, ctx) -> QPoolPlan:
         if impl not in AVG_IMPLS:
             raise ModelError(f"node '{node.name}' (AveragePool): impl '{impl}' not supported by variant "
                              f"{VARIANT} (expected one of: {', '.join(AVG_IMPLS)})")
+    if (ctx.settings or {}).get("requires_equal_params"):
+        _check_pool_params(node, ctx)
     if out.quant is None:
         lo, hi = np.iinfo(np.dtype(out.dtype)).min, np.iinfo(np.dtype(out.dtype)).max
     else:
         lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
                                   out.dtype, node.name)
     return QPoolPlan(_fpool._prepare(node, ctx), int(lo), int(hi), out.dtype)
+
+
+# TFLM pooling_common.cc Prepare: equal zero points and |s_in - s_out| <= 1e-6 in float32 (an
+# absolute tolerance: 0.05 vs 0.0500005 passes, 100 vs 100.00001 fails; checked against tflite_micro)
+_POOL_SCALE_TOL = np.float32(1e-6)
+
+
+def _check_pool_params(node, ctx) -> None:
+    i, o = ctx.inputs[0], ctx.outputs[0]
+    if i is None or i.quant is None or o.quant is None:
+        return
+    si, so = np.float32(i.quant.scale.ravel()[0]), np.float32(o.quant.scale.ravel()[0])
+    zi, zo = int(i.quant.zero_point.ravel()[0]), int(o.quant.zero_point.ravel()[0])
+    if zi != zo or abs(si - so) > _POOL_SCALE_TOL:
+        raise ModelError(f"node '{node.name}' ({node.source_op or node.op}): input (scale {str(si)}, zero point "
+                         f"{zi}) and output (scale {str(so)}, zero point {zo}) differ; the backend's pooling "
+                         f"kernel refuses this in Prepare (it needs equal parameters, scales within 1e-6)")
 
 
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
