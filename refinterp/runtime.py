@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
-from .errors import InputError, ModelError, RefinterpError, ResourceError
+from .errors import InputError, ModelError, RefinterpError, ResourceError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
@@ -75,6 +75,12 @@ class Session:
             return Step(full, Kernel(node.op, "control", RUNNERS[node.op]), plan, {},
                         (False,) * len(full.inputs), None)
         choice = (scheme or self.scheme).for_node(node, self.graph)
+        refused = choice.settings.get("refuse_dtypes")
+        if refused and node.inputs and node.inputs[0]:
+            dt = self._info(node.inputs[0]).dtype
+            if dt in refused:
+                raise UnsupportedOpError(f"node '{node.name}' ({node.source_op or node.op}, {dt}): {refused[dt]}",
+                                         self.graph.path)
         k = lookup(node.op, choice.variants, node=node, fmt=self.graph.format)
         ins = [self._info(i) for i in node.inputs]
         outs = [self.graph.tensors[o] for o in node.outputs if o]

@@ -29,6 +29,7 @@ from . import (  # noqa: F401
     qmatmul,
     qmisc,
     qpool,
+    qrescale_unary,
     qreduce,
     qreduce_fast,
     qsoftmax,

@@ -50,6 +50,9 @@ OP (also the value of a ``nodes:`` entry)::
     requires_equal_params: bool      # data-movement ops: the backend refuses (ModelError at Session
                                      # build) a node whose quantized input and output params differ,
                                      # instead of copying codes (refinterp/kernels/shape_quant.py)
+    refuse_dtypes: {dtype: reason}   # the backend has no kernel for this op when its first input
+                                     # has that dtype: refused when the Session is built
+                                     # (UnsupportedOpError naming node, op, dtype and the reason)
     delegate: OP                     # settings used when a delegate variant (``xnn``) accepts the
                                      # node; the op's other settings apply when it falls back to
                                      # the built-in kernels (e.g. XNNPACK fp32 requantization)
@@ -133,6 +136,8 @@ OP: dict[str, Check] = {
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,
     "requires_equal_params": _bool,
+    "refuse_dtypes": _mapping({d: _str for d in ("int8", "uint8", "int16", "uint16", "int32", "float32",
+                                                  "float16")}),
 }
 OP["delegate"] = _mapping(dict(OP))  # the delegate's own settings (no nested delegate)
 OP["hybrid"] = _mapping(dict(OP))  # settings for dynamic-range nodes (no nested hybrid)

@@ -113,6 +113,75 @@ def conv_rail_cases() -> list[Case]:
             xv[0, 2:] = ii.min
             xv[0, 3, 2:] = rng.integers(ii.min, int(ii.max) + 1, size=(2, cin))
             cases.append(Case(f"{op}-rails:{dtype},cin{cin},{regime}", op, b.build([x], [y]), {"x": xv}))
+    for dtype, cin in (("int16", 64), ("int8", 64)):  # TRANSPOSE_CONV, stride 2: up to 4 taps per output
+        for regime in ("sat", "wide"):
+            b = TFLiteBuilder()
+            sx, sw, cout = 0.001, 0.003, 4
+            w = rng.integers(-127, 128, size=(cout, 3, 3, cin)).astype(np.int8)
+            w[0] = 127
+            so = float(np.float32(_out_scale(regime, sx, sw, 4 * cin, float(np.iinfo(dtype).max) * 127.0)))
+            x = b.tensor("x", (1, 4, 4, cin), dtype, scale=sx, zero_point=0)
+            wt = b.const("w", w, scale=[sw] * cout, zero_point=[0] * cout, axis=0)
+            bt = b.const("bias", np.zeros(cout, np.int64 if dtype == "int16" else np.int32),
+                         **_bias_quant(sx, np.full(cout, np.float32(sw)), True))
+            shp = b.const("oshape", np.array([1, 8, 8, cout], np.int32))
+            y = b.tensor("y", (1, 8, 8, cout), dtype, scale=so, zero_point=0)
+            b.op("TRANSPOSE_CONV", [shp, wt, x, bt], [y], options=dict(padding="SAME", stride_w=2, stride_h=2),
+                 version=4)
+            ii = np.iinfo(dtype)
+            xv = np.empty((1, 4, 4, cin), dtype)
+            xv[0, :2] = ii.max
+            xv[0, 2:] = ii.min
+            xv[0, 3, 2:] = rng.integers(ii.min, int(ii.max) + 1, size=(2, cin))
+            cases.append(Case(f"TRANSPOSE_CONV-rails:{dtype},cin{cin},{regime}", "TRANSPOSE_CONV", b.build([x], [y]),
+                              {"x": xv}))
+    return cases
+
+
+def requant_rail_cases() -> list[Case]:
+    """Requantizing unary ops over every input code with output scales that saturate both rails:
+    QUANTIZE (int8/int16 -> int8/int16), PRELU (int8, uint8), ABS.  (The activations -- RELU*, LEAKY_RELU,
+    HARD_SWISH, LOGISTIC, TANH, GELU, RSQRT -- run every code at saturating scales in
+    test_tflite_int_activation.py.)"""
+    cases = []
+    for din, dout in (("int8", "int8"), ("int16", "int16"), ("int8", "int16"), ("int16", "int8")):
+        for k, ratio in enumerate((0.01, 0.3, 7.0)):
+            b = TFLiteBuilder()
+            sx = 0.05 if din == "int8" else 0.001
+            zx = 0 if din == "int16" else 11
+            zo = 0 if dout == "int16" else -17
+            so = sx * ratio * {("int8", "int16"): 1 / 256, ("int16", "int8"): 256.0}.get((din, dout), 1.0)
+            x = b.tensor("x", (1, 256), din, scale=sx, zero_point=zx)
+            y = b.tensor("y", (1, 256), dout, scale=so, zero_point=zo)
+            b.op("QUANTIZE", [x], [y])
+            ii = np.iinfo(din)
+            xv = np.linspace(ii.min, ii.max, 256).round().astype(din).reshape(1, 256)
+            cases.append(Case(f"QUANTIZE-rails:{din}->{dout},r{ratio:g}" + (",sat" if k == 0 else ""), "QUANTIZE",
+                              b.build([x], [y]), {"x": xv}))
+    for dtype in ("int8", "int16"):
+        ii = np.iinfo(dtype)
+        xv = np.linspace(ii.min, ii.max, 256).round().astype(dtype).reshape(1, 1, 16, 16)
+        sx = 0.05 if dtype == "int8" else 0.001
+        z = (0, 0) if dtype == "int16" else (5, -9)
+        for pdt, so_ratio in ((("int8", 0.05), ("int8", 1.1), ("uint8", 0.7)) if dtype == "int8" else
+                              (("int16", 0.05), ("int16", 1.1))):
+            pi = np.iinfo(pdt)
+            b = TFLiteBuilder()
+            x = b.tensor("x", (1, 1, 16, 16), pdt, scale=sx, zero_point=z[0] + (128 if pdt == "uint8" else 0))
+            ai = np.iinfo("int8" if pdt == "int16" else pdt)  # 16x8: int8 alpha
+            al = b.const("alpha", np.linspace(ai.min, ai.max, 16).round().astype(ai.dtype), scale=0.02,
+                         zero_point=128 if pdt == "uint8" else 0)
+            y = b.tensor("y", (1, 1, 16, 16), pdt, scale=sx * so_ratio,
+                         zero_point=z[1] + (128 if pdt == "uint8" else 0))
+            b.op("PRELU", [x, al], [y])
+            xp = np.linspace(pi.min, pi.max, 256).round().astype(pdt).reshape(1, 1, 16, 16)
+            cases.append(Case(f"PRELU-rails:{pdt},so{so_ratio:g}" + (",sat" if so_ratio < 0.1 else ""), "PRELU",
+                              b.build([x], [y]), {"x": xp}))
+        b = TFLiteBuilder()
+        x = b.tensor("x", (1, 256), dtype, scale=sx, zero_point=z[0])
+        y = b.tensor("y", (1, 256), dtype, scale=sx * 0.05, zero_point=z[1])
+        b.op("ABS", [x], [y])
+        cases.append(Case(f"ABS-rails:{dtype}", "ABS", b.build([x], [y]), {"x": xv.reshape(1, 256)}))
     return cases
 
 
@@ -176,9 +245,10 @@ def reduce_rail_cases() -> list[Case]:
 
 
 GROUPS = {"BATCH_MATMUL": bmm_rail_cases, "FULLY_CONNECTED": fc_rail_cases, "CONV": conv_rail_cases,
-          "ELEMENTWISE": eltwise_rail_cases, "REDUCE_POOL": reduce_rail_cases}
+          "ELEMENTWISE": eltwise_rail_cases, "REDUCE_POOL": reduce_rail_cases, "REQUANT": requant_rail_cases}
 # tflite-micro rejects int16 x int8 BATCH_MATMUL in Prepare (a known gap, test_tflite_int_conv.py)
-TFLM_SKIP = ("BMM-rails:int16xint8",)
+# and has no uint8 PRELU (refinterp's tflite-micro scheme refuses it: test_tflite_prepare_refusals.py)
+TFLM_SKIP = ("BMM-rails:int16xint8", "PRELU-rails:uint8")
 # LiteRT BUILTIN_REF computes int16 SUM from raw bytes and leaves half the output unwritten: refinterp
 # refuses that node under tflite-reference (a documented oracle gap), so it is not run against REF
 REF_SKIP = ("SUM-rails:int16",)
