@@ -44,7 +44,7 @@ import numpy as np
 from ..quant.fixedpoint import rdbp, wrap_int32
 from ..settings import fast_kernels
 from . import qelementwise
-from .fast.qadd import fast_opt_add
+from .fast.qadd import fast_opt_add, pair_lookup
 from ._qtflite import mbqm
 from .prepared import prepared
 from .registry import kernel
@@ -94,6 +94,19 @@ def _fivefold_run(shape0: tuple, shape1: tuple) -> int | None:
     if i >= 0:
         return None
     return y[4] if y[4] > 1 else y[3]
+
+
+def _fivefold_is_elementwise(shape0: tuple, shape1: tuple) -> bool:
+    """True when ``BinaryBroadcastFiveFold`` runs the elementwise function (y4 > 1), False when it
+    runs the scalar-broadcast one over y3 (y4 == 1)."""
+    n = max(len(shape0), len(shape1))
+    s0 = (1,) * (n - len(shape0)) + tuple(shape0)
+    s1 = (1,) * (n - len(shape1)) + tuple(shape1)
+    y4, i = 1, n - 1
+    while i >= 0 and s0[i] == s1[i]:
+        y4 *= s0[i]
+        i -= 1
+    return y4 > 1
 
 
 def _vector_mask(out_size: int, run: int, width: int) -> np.ndarray:
@@ -154,77 +167,90 @@ def _prepare_add(node, ctx):
 _U8_BLOCK = 8
 
 
-def _add_uint8_neon(p, a, b, ref):
-    """Legacy uint8 ``optimized_ops::AddElementwise`` vector loop (NEON via NEON_2_SSE, 8 elements per
-    step; the last size % 8 elements are the scalar reference):
+def _narrow(p, o):
+    """vmovn_s32 (wrap to int16), vaddq_s16 of the output zero point (wraps), saturating narrow to
+    8 bits (vqmovn / vqmovun), the activation clamp."""
+    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768
+    qlo, qhi = (-128, 127) if p["dtype"] == "int8" else (0, 255)
+    lo, hi = p["clamp"]
+    return np.clip(np.clip(o, qlo, qhi), lo, hi)
+
+
+def _lanes_floor(p, a, b):
+    """Vector lanes that round each input twice with a *flooring* input shift: the legacy uint8
+    ``optimized_ops::AddElementwise`` (8 lanes) and both 8-bit ``AddScalarBroadcast`` loops (8 lanes):
 
         x_i = shl(vqrdmulh(shl(q_i - z_i, left_shift), M_i), shift_i)   (flooring right shift, not RDBP)
-        out = clamp(sat_u8(wrap16(wrap16(RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o)) + z_o)), lo, hi)
+        out = clamp(sat8(wrap16(wrap16(RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o)) + z_o)), lo, hi)
 
-    It differs from the reference (SRDHM ties away, RDBP input shifts) near ties, e.g. where an input
+    They differ from the reference (SRDHM ties away, RDBP input shifts) near ties, e.g. where an input
     multiplier is an exact binary fraction (scales 0.08 / 0.05)."""
-    n = _U8_BLOCK * (ref.size // _U8_BLOCK)
     ls = p["left_shift"]
-    x = _shl(_vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
-    y = _shl(_vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
-    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
-    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768  # vmovn_s32, then an int16 add
-    lo, hi = p["clamp"]
-    out = ref.reshape(-1).copy()
-    out[:n] = np.clip(np.clip(o, 0, 255), lo, hi)
-    return out.reshape(ref.shape)
+    x = _shl(_vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
+    y = _shl(_vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
+    return _narrow(p, rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
 
 
-def _add_int8_neon(p, a, b, ref):
-    """``optimized_integer_ops::AddElementwiseInt8`` vector loop (NEON via NEON_2_SSE, 16 elements per
-    step; the last size % 16 elements are the scalar reference).  Each input is rounded once (the input
-    shift folded into the left shift, as in the int16 loop); the rescaled sum is narrowed to int16 by
-    *wrapping* (vmovn_s32), the output zero point added in wrapping int16, then saturated to int8:
+def _lanes_single(p, a, b):
+    """``optimized_integer_ops::AddElementwiseInt8`` vector lanes (16 per step): each input rounded once
+    (the input shift folded into the left shift, as in the int16 loop):
 
         x_i = vqrdmulh(shl(q_i - z_i, 20 + shift_i), M_i)            (q_i - z_i in [-255, 255])
         out = clamp(sat_s8(wrap16(wrap16(RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o)) + z_o)), lo, hi)
 
-    Off the rails it equals the reference except at input-rounding ties; once |sum| >= 2^15 the wrap
-    can flip a saturated output to the opposite rail (seen at output scales ~1e-4)."""
-    n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)
+    Off the rails it equals the reference except at input-rounding ties; once |sum| >= 2^15 the
+    wrapping narrow can flip a saturated output to the opposite rail (seen at output scales ~1e-4)."""
     ls = p["left_shift"]
-    x = _vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
-    y = _vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
-    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
-    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768
-    lo, hi = p["clamp"]
-    out = ref.reshape(-1).copy()
-    out[:n] = np.clip(np.clip(o, -128, 127), lo, hi)
-    return out.reshape(ref.shape)
+    x = _vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
+    y = _vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
+    return _narrow(p, rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
 
 
 def _pair_tables(p):
-    """8-bit equal-shape ADD: every output code is a function of its own input pair, so the reference
-    and the vector-lane formulas are tabulated over all 65536 pairs (index (a & 0xFF) << 8 | b & 0xFF)."""
+    """Every 8-bit ADD output code is a function of its own input pair and of which loop computed it,
+    so the reference, the elementwise-lane and the scalar-broadcast-lane formulas are tabulated over
+    all 65536 pairs (index (a & 0xFF) << 8 | b & 0xFF), with each loop's lane count."""
     dt = np.dtype(p["dtype"])
     codes = np.arange(256, dtype=np.uint8).view(dt)
     a, b = np.repeat(codes, 256), np.tile(codes, 256)
     ref = qelementwise._run_add_sub(p, a, b)
-    lanes = (_add_uint8_neon if p.get("neon_uint8") else _add_int8_neon)(p, a, b, ref)
-    return ref, lanes, _U8_BLOCK if p.get("neon_uint8") else _NEON_BLOCK
+    floor = _lanes_floor(p, a, b).astype(dt)
+    if dt == np.int8:
+        return ref, (_lanes_single(p, a, b).astype(dt), _NEON_BLOCK), (floor, _U8_BLOCK)
+    return ref, (floor, _U8_BLOCK), (floor, _U8_BLOCK)
 
 
-def _add_8bit_equal_shapes(p, a, b):
-    ref_t, lane_t, block = prepared(p, "add_pair_tables", _pair_tables)
-    idx = (a.reshape(-1).view(np.uint8).astype(np.intp) << 8) | b.reshape(-1).view(np.uint8)
-    n = block * (idx.size // block)
-    out = np.empty(idx.size, ref_t.dtype)
-    out[:n] = lane_t[idx[:n]]
-    out[n:] = ref_t[idx[n:]]
-    return out.reshape(a.shape)
+def _add_8bit(p, a, b):
+    """``BroadcastAddDispatch`` / ``Add`` for 8 bits: equal shapes run the elementwise loop over the
+    whole tensor; a five-fold broadcast runs it over runs of y4 (y4 > 1) or the scalar-broadcast loop
+    over runs of y3; in each run lane i is vectorised iff i < W * floor(L / W), the rest (and generic
+    broadcasts) are the reference formula."""
+    run = _fivefold_run(a.shape, b.shape)
+    ref_t, elem, scal = prepared(p, "add_pair_tables", _pair_tables)
+    if run is None:
+        return qelementwise._run_add_sub(p, a, b)
+    if run == 0 and _FAST and a.flags.c_contiguous and b.flags.c_contiguous:
+        a1, b1 = a.reshape(-1), b.reshape(-1)
+        n = elem[1] * (a1.size // elem[1])
+        out = np.empty(a1.size, ref_t.dtype)
+        pair_lookup(a1[:n], b1[:n], elem[0], out[:n])
+        pair_lookup(a1[n:], b1[n:], ref_t, out[n:])
+        return out.reshape(a.shape)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    ya = np.broadcast_to(a, shape).reshape(-1).view(np.uint8).astype(np.intp)
+    yb = np.broadcast_to(b, shape).reshape(-1).view(np.uint8)
+    idx = (ya << 8) | yb
+    lane_t, width = elem if run == 0 or _fivefold_is_elementwise(a.shape, b.shape) else scal
+    mask = _vector_mask(idx.size, run, width)
+    return np.where(mask, lane_t[idx], ref_t[idx]).reshape(shape)
 
 
 @kernel("Add", VARIANT, prepare=_prepare_add)
 def _add(p, a, b):
     if (p.get("neon_uint8") or p.get("neon_int8")) and not p["pot"]:
         a, b = np.asarray(a), np.asarray(b)
-        if a.shape == b.shape and a.dtype == b.dtype == np.dtype(p["dtype"]):
-            return _add_8bit_equal_shapes(p, a, b)
+        if a.dtype == b.dtype == np.dtype(p["dtype"]):
+            return _add_8bit(p, a, b)
     y = fast_opt_add(p, a, b) if _FAST else None
     if y is not None:
         return y

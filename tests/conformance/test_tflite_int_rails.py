@@ -214,6 +214,22 @@ def eltwise_rail_cases() -> list[Case]:
                 av[0, :32] = ii.min if op == "MUL" else np.where(np.arange(32) < 16, ii.min, ii.max)
                 tag = ",sat" if so < 1e-3 else f",so{so:g}"
                 cases.append(Case(f"{op}-rails:{dtype}{tag}", op, b.build([a, c], [y]), {"a": av, "c": cv}))
+    # 8-bit ADD with broadcasting: LiteRT's optimized kernels split the output into five-fold runs
+    # (elementwise loop: 16 int8 / 8 uint8 lanes; scalar-broadcast loop: 8 lanes, flooring shifts)
+    for dtype in ("int8", "uint8"):
+        ii = np.iinfo(dtype)
+        for so in (1e-4, 0.02):
+            for sa, sb in (((4, 64), (1, 1)), ((4, 64), (1, 64)), ((4, 64), (4, 1)), ((1, 1), (4, 64)),
+                           ((2, 3, 40), (3, 1)), ((2, 1, 24), (1, 5, 24))):
+                b = TFLiteBuilder()
+                a = b.tensor("a", sa, dtype, scale=0.05, zero_point=int(ii.min))
+                c = b.tensor("c", sb, dtype, scale=0.07, zero_point=int(ii.max))
+                y = b.tensor("y", np.broadcast_shapes(sa, sb), dtype, scale=so, zero_point=int(ii.min) + 128)
+                b.op("ADD", [a, c], [y], options=dict(fused_activation="NONE"))
+                av = rng.integers(ii.min, int(ii.max) + 1, sa).astype(dtype)
+                cv = rng.integers(ii.min, int(ii.max) + 1, sb).astype(dtype)
+                cases.append(Case(f"ADD-broadcast:{dtype},{sa}+{sb},so{so:g}", "ADD", b.build([a, c], [y]),
+                                  {"a": av, "c": cv}))
     return cases
 
 
@@ -247,8 +263,8 @@ def reduce_rail_cases() -> list[Case]:
 GROUPS = {"BATCH_MATMUL": bmm_rail_cases, "FULLY_CONNECTED": fc_rail_cases, "CONV": conv_rail_cases,
           "ELEMENTWISE": eltwise_rail_cases, "REDUCE_POOL": reduce_rail_cases, "REQUANT": requant_rail_cases}
 # tflite-micro rejects int16 x int8 BATCH_MATMUL in Prepare (a known gap, test_tflite_int_conv.py)
-# and has no uint8 PRELU (refinterp's tflite-micro scheme refuses it: test_tflite_prepare_refusals.py)
-TFLM_SKIP = ("BMM-rails:int16xint8", "PRELU-rails:uint8")
+# and has no uint8 PRELU or ADD (refinterp's tflite-micro scheme refuses it: test_tflite_prepare_refusals.py)
+TFLM_SKIP = ("BMM-rails:int16xint8", "PRELU-rails:uint8", "ADD-broadcast:uint8")
 # LiteRT BUILTIN_REF computes int16 SUM from raw bytes and leaves half the output unwritten: refinterp
 # refuses that node under tflite-reference (a documented oracle gap), so it is not run against REF
 REF_SKIP = ("SUM-rails:int16",)

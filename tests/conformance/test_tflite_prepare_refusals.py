@@ -46,6 +46,15 @@ def _prelu(dtype: str, alpha_dtype: str | None = None) -> bytes:
     return b.build([x], [y])
 
 
+def _add(dtype: str) -> bytes:
+    b = TFLiteBuilder()
+    a = b.tensor("a", (1, 8), dtype, scale=0.05, zero_point=3)
+    c = b.tensor("c", (1, 8), dtype, scale=0.07, zero_point=5)
+    y = b.tensor("y", (1, 8), dtype, scale=0.1, zero_point=7)
+    b.op("ADD", [a, c], [y], options=dict(fused_activation="NONE"))
+    return b.build([a, c], [y])
+
+
 def _feeds(model: bytes) -> dict[str, np.ndarray]:
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "m.tflite"
@@ -61,7 +70,8 @@ CASES = {
     "tflm": [(f"{op}:{dt},sx{sx:g},so{so:g},z{zx}/{zo}", _pool(op, sx, so, zx, zo, dt))
              for op in ("AVERAGE_POOL_2D", "MAX_POOL_2D") for dt in ("int8", "int16")
              for sx, so, zx, zo in POOL_PARAMS if dt == "int8" or zx == zo == 0]
-    + [(f"PRELU:{dt}", _prelu(dt)) for dt in ("int8", "uint8")] + [("PRELU:int16,alpha int8", _prelu("int16", "int8"))],
+    + [(f"PRELU:{dt}", _prelu(dt)) for dt in ("int8", "uint8")] + [("PRELU:int16,alpha int8", _prelu("int16", "int8"))]
+    + [(f"ADD:{dt}", _add(dt)) for dt in ("int8", "uint8")],
     "ref": [(f"SQUARED_DIFFERENCE:{dt}", _sqdiff(dt)) for dt in ("int8", "int16")]
     + [(f"PRELU:{dt}", _prelu(dt)) for dt in ("int8", "uint8")] + [("PRELU:int16,alpha int8", _prelu("int16", "int8")),
                                                                    ("PRELU:int16,alpha int16", _prelu("int16"))]

@@ -173,6 +173,11 @@ def _run(t, a, b, n0: int = 0, n1: int | None = None, out=None):
     return out
 
 
+def pair_lookup(a, b, table, out) -> None:
+    """out[i] = table[(a[i] & 0xFF) << 8 | (b[i] & 0xFF)] over 1-D 8-bit arrays (a 65536-entry table)."""
+    _lut2(a, b, table, out)
+
+
 def fast_add_sub(p: dict, a, b) -> np.ndarray | None:
     """``qelementwise._run_add_sub(p, a, b)`` or None when not covered."""
     ts = prepared(p, "add_ref", _ref_build)
