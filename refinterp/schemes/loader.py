@@ -74,7 +74,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise SchemeError(f"not valid YAML ({getattr(e, 'problem', e)})", where) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SchemeError(f"cannot read scheme file ({e})", str(path)) from None
-    schema.validate(data, str(path), _known_ops)
+    schema.validate(data, str(path), _known_ops, _known_variants)
     return data
 
 
@@ -108,6 +108,14 @@ def _known_ops() -> set[str]:
     from .. import kernels  # noqa: F401
 
     return {op for (op, _v) in registry.registered()}
+
+
+def _known_variants() -> set[str]:
+    """Kernel variant names with at least one registered kernel."""
+    from ..kernels import registry  # noqa: F401
+    from .. import kernels  # noqa: F401
+
+    return {v for (_op, v) in registry.registered()}
 
 
 _SETTING_KEYS = ("requant", "accumulator")  # merged key by key; other settings are replaced
@@ -255,7 +263,7 @@ def load_scheme(name_or_path: str) -> Scheme:
     path = find_scheme_file(name_or_path)
     data = _resolve_file(path)
     chain = data.pop("extends", None)
-    schema.validate(data, str(path), _known_ops)
+    schema.validate(data, str(path), _known_ops, _known_variants)
     return Scheme(str(data.get("name", path.stem)), data, str(path), _chain(path) if chain else [])
 
 

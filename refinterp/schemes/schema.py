@@ -189,8 +189,31 @@ def top_level(known_ops: Callable[[], set[str]] | None = None) -> dict[str, Chec
     }
 
 
-def validate(data: Any, where: str, known_ops: Callable[[], set[str]] | None = None) -> None:
-    """Raise SchemeError naming ``where`` and the dotted key path of the first problem."""
+def _variant_lists(data: Any, path: str = ""):
+    """(dotted path, list) of every ``variants:`` list in a scheme document."""
+    if not isinstance(data, dict):
+        return
+    for k, v in data.items():
+        p = f"{path}.{k}" if path else str(k)
+        if k == "variants" and isinstance(v, list):
+            yield p, v
+        elif isinstance(v, dict):
+            yield from _variant_lists(v, p)
+
+
+def validate(data: Any, where: str, known_ops: Callable[[], set[str]] | None = None,
+             known_variants: Callable[[], set[str]] | None = None) -> None:
+    """Raise SchemeError naming ``where`` and the dotted key path of the first problem.  With
+    ``known_variants``, every name in a ``variants:`` list must be a registered kernel variant (a
+    misspelt one would otherwise be skipped silently and another kernel's arithmetic used)."""
     if not isinstance(data, dict):
         raise SchemeError("a scheme file must be a mapping at the top level", where)
     _mapping(top_level(known_ops))("", data, where)
+    if known_variants is None:
+        return
+    known = known_variants()
+    for p, names in _variant_lists(data):
+        for name in names:
+            if name not in known:
+                raise SchemeError(f"key '{p}': unknown kernel variant '{name}' (registered: "
+                                  f"{', '.join(sorted(known))})", where)

@@ -52,6 +52,12 @@ def test_builtin_schemes_load_and_list():
     ("name: s\naccumulator: {bits: 16}\n", "accumulator.bits", "expected one of 32, 64"),
     ("name: s\nnodes:\n  x: {compute: fp16}\n", "nodes.x.compute", "expected one of int, float"),
     ("name: s\naccumulator: {bits: true}\n", "accumulator.bits", "expected one of 32, 64"),
+    # a misspelt variant would be skipped and another kernel's arithmetic used: refused instead
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  Conv: {delegate: {variants: [xnm, int]}}\n",
+     "ops.Conv.delegate.variants", "unknown kernel variant 'xnm'"),
+    ("name: s\nvariants: [tflite_rfe, int]\n", "variants", "unknown kernel variant 'tflite_rfe'"),
+    ("name: s\nnodes:\n  'conv*': {hybrid: {variants: [xnn_hybird]}}\n", "nodes.conv*.hybrid.variants",
+     "unknown kernel variant"),
 ])
 def test_malformed_one_line_with_key_path(sdir, text, path, expect):
     p = write(sdir, "s", text)
@@ -152,3 +158,8 @@ def test_cli_list_show_check(sdir, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "ops.Conv.requant.rounding" in err
     assert main(["schemes", "show"]) == 2
+    capsys.readouterr()
+    p = write(sdir, "typo", "name: typo\nvariants: [tflite_ref, int]\nops: {Sigmoid: {variants: [tflite_opt, tflite_rfe]}}\n")
+    assert main(["schemes", "check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "ops.Sigmoid.variants" in err and "tflite_rfe" in err
