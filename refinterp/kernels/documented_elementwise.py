@@ -33,9 +33,12 @@ def _fp(node, s) -> int:
 
 
 def _add_prepare(node, ctx) -> dict:
+    impl = (ctx.settings or {}).get("impl") or "upward"
+    if impl not in TVM_IMPLS:
+        raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
     p = {"a": qparams(ctx.inputs[0], node, "A"), "b": qparams(ctx.inputs[1], node, "B"),
          "c": qparams(ctx.outputs[0], node, "C"), "dtype": ctx.outputs[0].dtype,
-         "rounding": TVM_IMPLS.get((ctx.settings or {}).get("impl") or "upward", "UPWARD")}
+         "rounding": TVM_IMPLS[impl]}
     p["lo"], p["hi"] = qrange(p["dtype"])
     return p
 

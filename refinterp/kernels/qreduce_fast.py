@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..errors import ModelError
 from ..quant.fixedpoint import round_half_away, wrap_int32
 from ..quant.params import Requant, channel_block_of, qrange, rounding_of
 from ..settings import fast_kernels
@@ -94,7 +95,6 @@ def _prepare_opt(node, ctx):
     impl = ctx.settings.get("impl", "reference" if node.op == "ReduceMean" else "typed")
     allowed = MEAN_IMPLS if node.op == "ReduceMean" else SUM_IMPLS
     if impl not in allowed:
-        from ..errors import ModelError
         raise ModelError(f"node '{node.name}' ({node.op}): impl '{impl}' not supported by variant {OPT} "
                          f"(expected one of: {', '.join(allowed)})")
     sx, zx, so, zo = _params(ctx)
@@ -118,6 +118,9 @@ def _prepare_xnn(node, ctx):
     dctx = delegate_ctx(ctx)
     ax = _axes(node, ctx)
     why = None
+    if dctx.settings.get("impl") not in (None, "xnn_float"):
+        raise ModelError(f"node '{node.name}' ({node.source_op or node.op}): delegate impl "
+                         f"'{dctx.settings.get('impl')}' is not one of xnn_float")
     if x.dtype not in ("int8", "uint8") or out.dtype != x.dtype or x.quant is None or out.quant is None:
         why = f"types {x.dtype} -> {out.dtype} (XNNPACK QS8/QU8 reduce needs 8-bit tensors)"
     elif ax is None or len(ax) == 0:

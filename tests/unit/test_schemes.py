@@ -163,3 +163,16 @@ def test_cli_list_show_check(sdir, capsys):
     assert main(["schemes", "check", str(p)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "ops.Sigmoid.variants" in err and "tflite_rfe" in err
+
+
+def test_misspelt_delegate_impl_is_refused_not_ignored(sdir):
+    """A delegate ``impl:`` the XNNPACK MEAN kernel does not know used to fall back to the built-in
+    kernel silently (exit 0, other arithmetic); it is an error naming node and value."""
+    from pathlib import Path
+
+    write(sdir, "typo", "name: typo\nextends: tflite-xnnpack\nops:\n  ReduceMean: {delegate: {impl: xnn_flaot}}\n")
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "tflite" / "mobilenet_v2_tiny_int8.tflite"
+    with pytest.raises(refinterp.errors.ModelError, match="xnn_flaot"):
+        refinterp.Session(refinterp.load(model), "typo")
+    write(sdir, "fine", "name: fine\nextends: tflite-xnnpack\nops:\n  ReduceMean: {delegate: {impl: xnn_float}}\n")
+    refinterp.Session(refinterp.load(model), "fine")
