@@ -57,6 +57,7 @@ class Session:
 
             self.graph = apply_passes(self.graph, self.scheme.data["graph_passes"])
         self.steps: list[Step] = [self._resolve(n) for n in self.graph.nodes]
+        check_float_outputs(self.steps, self.graph)
         self._last_use = self._compute_last_use()
         self.timings: dict[str, float] = {}
 
@@ -91,6 +92,7 @@ class Session:
             dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
                             and storage_dtype(t.dtype).kind in "iu") for t in ins)
             qo = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
+                            and not ctx.settings.get("float_output")
                             and storage_dtype(t.dtype).kind in "iu") for t in outs)
         except RefinterpError:
             raise
@@ -292,6 +294,21 @@ class Session:
         ``run``.  Returns one array per declared output (``None`` for unnamed outputs).
         """
         return self.run_step(self.step_of(node), inputs)
+
+
+def check_float_outputs(steps: list[Step], graph: Graph) -> None:
+    """``float_output`` leaves a quantized tensor in float32: every consumer must run a float kernel
+    (an integer kernel would read floats as codes)."""
+    floats = {o: st.node.name for st in steps if st.settings.get("float_output")
+              and st.settings.get("compute") == "float" for o in st.node.outputs if o}
+    if not floats:
+        return
+    for st in steps:
+        for name in st.node.inputs:
+            if name in floats and st.kernel.variant != "float":
+                raise ModelError(f"node '{floats[name]}' has float_output, but its consumer '{st.node.name}' "
+                                 f"({st.node.source_op or st.node.op}) runs an integer kernel: give it "
+                                 f"compute: float too", graph.path)
 
 
 def _quantize_output(v: np.ndarray, info: TensorInfo) -> np.ndarray:

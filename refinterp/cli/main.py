@@ -8,7 +8,7 @@ import sys
 
 from ..errors import RefinterpError
 
-SUBCOMMANDS = ("run", "inspect", "schemes", "diff", "capture", "golden")
+SUBCOMMANDS = ("run", "inspect", "schemes", "diff", "capture", "golden", "sensitivity")
 
 
 def build_parser() -> argparse.ArgumentParser:

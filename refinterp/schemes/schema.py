@@ -43,6 +43,10 @@ OP (also the value of a ``nodes:`` entry)::
     variants: [name, ...]            # overrides the scheme's list for this op / node
     compute: int | float             # float = dequantize inputs, float32 kernel, quantize the output
                                      # to the output tensor's params (a CPU float fallback)
+    float_output: bool               # with compute: float, leave the outputs in float32 (not
+                                     # quantized): the node's output activation is not quantized, as
+                                     # when a Q/DQ pair is removed; every consumer must then compute
+                                     # in float too (refinterp sensitivity writes both)
     requant: REQUANT
     accumulator: ACCUMULATOR
     impl: name                       # per-op implementation choice, validated by the kernel
@@ -132,6 +136,7 @@ ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap"
 OP: dict[str, Check] = {
     "variants": _str_list,
     "compute": _enum("int", "float"),
+    "float_output": _bool,
     "requant": _mapping(REQUANT),
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,
