@@ -152,3 +152,22 @@ def test_against_a_float_model_file(tmp_path, capsys):
     assert main(base + ["--against", str(other)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "outputs" in err
+
+
+@pytest.mark.parametrize("scheme", ["tflite-reference", "tflite-xnnpack"])
+def test_converter_made_model(scheme, tmp_path):
+    """A converter-made MobileNetV2-style int8 model: the written scheme's final-output SQNR against
+    float32 is the reported one and better than the plain scheme's."""
+    from pathlib import Path
+
+    from refinterp.cli.common import random_inputs
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "tflite" / "mobilenet_v2_tiny_int8.tflite"
+    g = refinterp.load(path)
+    samples = [random_inputs(g, seed) for seed in (1, 2)]
+    res = analyse(refinterp.Session(g, scheme), refinterp.Session(g, "float32"), samples, metric="sqnr", budget=2)
+    assert len(res.ranking) > 20 and res.selected and res.final > res.baseline
+    fix = tmp_path / "fix.yaml"
+    fix.write_text(yaml.safe_dump(fix_scheme(res, scheme)))
+    assert _metric(str(fix), path, samples, "sqnr") == pytest.approx(res.final, rel=1e-12)
+    assert _metric(scheme, path, samples, "sqnr") == pytest.approx(res.baseline, rel=1e-12)
