@@ -11,7 +11,7 @@ Runtimes (imported lazily; a missing one is a clear one-line error):
                   fused as in deployment and only the tensors that exist on the device are dumped
 
 Tensors are named as refinterp's loader names them (TFLite tensors by index), so the dump aligns
-by exact name.  Note (peer-tools.md): preserving all tensors can change LiteRT's kernel paths.
+by exact name.  Note (docs/arithmetic/README.md): preserving all tensors can change LiteRT's kernel paths.
 """
 from __future__ import annotations
 

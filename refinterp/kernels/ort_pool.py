@@ -1,7 +1,7 @@
 """ONNX Runtime CPU integer pooling and softmax (variant ``ort``): MaxPool on stored integers,
 QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax.
 
-Numeric contracts (/work/shared/design/backends.md §2.6, sources cited in refinterp/quant/mlas.py):
+Numeric contracts (docs/arithmetic/README.md; sources cited in refinterp/quant/mlas.py):
 * MaxPool: max of stored integers (exact; padding never wins).
 * AveragePool (qlinear_pool.cc): x dequantized to float32 f32(xs * f32(x - zx)); window summed in
   float32 in row-major cell order; divided by the cell count; y = sat(RNE(f32(f32(avg / ys) + zy))).

@@ -2,7 +2,7 @@
 as ONNX Runtime's QDQ selector/action transformers do at ORT_ENABLE_EXTENDED and above
 (onnxruntime/core/optimizer/qdq_transformer/selectors_actions/qdq_selector_action_transformer.cc,
 qdq_selectors.cc, qdq_actions.cc, relu_quantizelinear.cc, clip_quantizelinear.cc;
-/work/shared/design/backends.md §2.4).
+docs/arithmetic/README.md).
 
 Units fused (every DQ with constant scale/zero point, not blocked; the op output feeds only the Q
 and is not a graph output; Q per-tensor with constant scale/zero point):

@@ -1,6 +1,6 @@
 """Glow (pytorch/glow) integer numerics (documented, not verified against a runtime).
 
-Sources read for understanding (/work/shared/design/backends.md §4.1): lib/Quantization/Base/Base.cpp
+Sources read for understanding (map in docs/arithmetic/README.md): lib/Quantization/Base/Base.cpp
 (quantizeScaleOffset32To8), include/glow/Quantization/Base/Base.h (QuantizationTransform32To8::
 transform), lib/LLVMIRCodeGen/libjit/libjit_defs.h (libjit_scale), lib/Backends/Interpreter/
 InterpreterNodes.cpp (float conv / add / avg-pool arithmetic).

@@ -1,6 +1,6 @@
 """ONNX Runtime CPU (MLAS) and onnx.reference integer numerics, vectorised NumPy.
 
-Sources (read for understanding, see /work/shared/design/backends.md §1-2):
+Sources (read for understanding; map in docs/arithmetic/README.md):
 onnxruntime/core/mlas/lib/quantize.cpp (MlasQuantizeLinear, MlasRequantizeOutput, MlasFloatToFixedPoint),
 qladd.cpp + intrinsics/avx2/qladd_avx2.cpp, qlmul.cpp, qlgavgpool.cpp;
 onnxruntime/contrib_ops/cpu/quantization/qlinear_lookup_table.cc, qlinear_softmax.cc;

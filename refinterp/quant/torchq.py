@@ -1,6 +1,6 @@
 """PyTorch quantized CPU engines (FBGEMM / x86 / oneDNN, QNNPACK) integer numerics, vectorised NumPy.
 
-Sources read for understanding (see /work/shared/design/backends.md §3): pytorch/FBGEMM
+Sources read for understanding (map in docs/arithmetic/README.md): pytorch/FBGEMM
 include/fbgemm/QuantUtils.h, include/fbgemm/OutputProcessing-inl.h, src/QuantUtilsAvx2.cc;
 pytorch/pytorch aten/src/ATen/native/quantized/cpu/{qconv.cpp, qlinear.cpp, qadd.cpp, qmul.cpp,
 qpool.cpp, qhardswish.cpp, qsigmoid.cpp, kernels/QuantizedOpKernels.cpp, AffineQuantizerBase.cpp},

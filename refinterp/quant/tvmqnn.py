@@ -1,6 +1,6 @@
 """TVM Relay QNN requantize (documented, not verified against a runtime).
 
-Sources read for understanding (/work/shared/design/backends.md §4.2): apache/tvm
+Sources read for understanding (map in docs/arithmetic/README.md): apache/tvm
 src/relay/qnn/utils.cc (GetFixedPointMultiplierShift, FixedPointMultiply), src/relay/qnn/op/
 requantize.cc, requantize_config.h, python/tvm/relay/qnn/op/qnn.py.
 """

@@ -1,6 +1,6 @@
 """Xilinx Vitis-AI DPU fixed-point numerics (documented, not verified against a runtime).
 
-Sources read for understanding (/work/shared/design/backends.md §5): Xilinx/Vitis-AI
+Sources read for understanding (map in docs/arithmetic/README.md): Xilinx/Vitis-AI
 src/vai_runtime/vart/cpu-runner/src/ops/conv2d_fix.cpp, eltwise_fix.cpp, pool_fix.cpp,
 src/vai_runtime/xir/src/xir/op/built_in_ops.cpp, vai_q_pytorch nndct_fix_kernels_cpu.h,
 vai_q_onnx / Quark simulate_dpu.py.

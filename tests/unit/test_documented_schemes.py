@@ -1,7 +1,7 @@
 """Documented (not runtime-verified) schemes: vitis-dpu, glow-cpu, glow-interpreter, tvm-qnn,
 cmsis-nn, fbgemm-avx2.  Each loads, says what it follows, and runs a small model; the arithmetic
 of refinterp/quant/{vitis,glow,tvmqnn}.py is checked on examples worked by hand from the cited
-sources (/work/shared/design/backends.md §3-6)."""
+sources (docs/arithmetic/README.md)."""
 from __future__ import annotations
 
 from pathlib import Path
