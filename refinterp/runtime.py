@@ -31,6 +31,9 @@ class Step:
     # per output: quantize a float result to the output TensorInfo's params (``compute: float``
     # nodes of an integer scheme: a CPU float fallback between quantized tensors)
     quantize_out: tuple[bool, ...] = ()
+    # per output: ``float_output: int16`` -- a float result rounded to a symmetric 16-bit grid over
+    # the output tensor's quantized range (an estimate of 16-bit activations, used by sensitivity)
+    grid16_out: tuple[bool, ...] = ()
 
 
 class Session:
@@ -106,7 +109,10 @@ class Session:
             raise RefinterpError(f"cannot prepare node '{node.name}' ({node.source_op or node.op}): {e}",
                                  self.graph.path) from e
         act = node.attrs.get("activation") if float_kernel else None
-        return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else ())
+        g16 = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
+                         and ctx.settings.get("float_output") == "int16"
+                         and storage_dtype(t.dtype).kind in "iu") for t in outs)
+        return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else (), g16 if any(g16) else ())
 
     def _compute_last_use(self) -> dict[str, int]:
         last: dict[str, int] = {}
@@ -229,6 +235,10 @@ class Session:
                 outs = (outs,)
             if st.activation:
                 outs = tuple(apply_activation(o, st.activation) for o in outs)
+            if st.grid16_out:
+                named = [o for o in st.node.outputs if o]
+                outs = tuple(_on_int16_grid(o, self.graph.tensors[n]) if g else o
+                             for o, n, g in zip(outs, named, st.grid16_out))
             if st.quantize_out:
                 named = [o for o in st.node.outputs if o]
                 outs = tuple(_quantize_output(o, self.graph.tensors[n]) if q else o
@@ -309,6 +319,20 @@ def check_float_outputs(steps: list[Step], graph: Graph) -> None:
                 raise ModelError(f"node '{floats[name]}' has float_output, but its consumer '{st.node.name}' "
                                  f"({st.node.source_op or st.node.op}) runs an integer kernel: give it "
                                  f"compute: float too", graph.path)
+
+
+def _on_int16_grid(v: np.ndarray, info: TensorInfo) -> np.ndarray:
+    """float32 values rounded (half to even) to the grid s16 * k, |k| <= 32767, with s16 = the larger
+    end of the tensor's quantized real range / 32767 (TFLite 16x8 activations: symmetric, zero point 0)."""
+    v = np.asarray(v, np.float32)
+    s, z = info.quant.broadcast(v.shape)
+    ii = np.iinfo(storage_dtype(info.dtype))
+    s = np.asarray(s, np.float64)
+    z = np.asarray(z, np.float64)
+    s16 = np.maximum(np.abs(s * (ii.min - z)), np.abs(s * (ii.max - z))) / 32767.0
+    s16 = np.where(s16 > 0, s16, 1.0)
+    k = np.clip(np.rint(v / s16), -32767, 32767)
+    return (k * s16).astype(np.float32)
 
 
 def _quantize_output(v: np.ndarray, info: TensorInfo) -> np.ndarray:

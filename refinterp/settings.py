@@ -78,6 +78,24 @@ def thread_env(n: int | None = None) -> dict[str, str]:
     return env
 
 
+def spawn_pool(workers: int, initializer, initargs: tuple):
+    """A ``spawn`` multiprocessing pool whose children start with BLAS / Numba / refinterp pinned to
+    one thread each (the parent's environment is restored afterwards)."""
+    import multiprocessing as mp
+
+    env = thread_env(1)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return mp.get_context("spawn").Pool(workers, initializer=initializer, initargs=initargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 _BLAS_TIMEOUT_APPLIED: bool | None = None  # whether OpenBLAS loaded with a short idle timeout
 
 

@@ -150,22 +150,9 @@ def run_batch(model: str, scheme: str, src: BatchSource, graph, *, workers: int,
 
 
 def _spawn_pool(workers: int, args):
-    """A spawn pool whose children start with BLAS / Numba / refinterp pinned to one thread."""
-    import multiprocessing as mp
+    from ..settings import spawn_pool
 
-    from ..settings import thread_env
-
-    env = thread_env(1)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        return mp.get_context("spawn").Pool(workers, initializer=_init, initargs=args)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return spawn_pool(workers, _init, args)
 
 
 class _progress:

@@ -19,8 +19,12 @@ def register(sub) -> None:
                         "(outputs matched by name, else by position)")
     p.add_argument("--metric", default="cosine", choices=("cosine", "sqnr", "mse", "top1"))
     p.add_argument("--budget", type=int, default=3, help="at most this many nodes picked (default 3)")
-    p.add_argument("--mode", default="float", choices=("float",),
-                   help="fallback tried per node: float (compute: float)")
+    p.add_argument("--mode", default="float", choices=("float", "int16", "both"),
+                   help="fallback tried per node: float (float32 compute, output left in float), int16 "
+                        "(output on a 16-bit grid over the same range: 16-bit activations, estimated) "
+                        "or both")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes scoring the fallbacks (default 1; results do not depend on it)")
     p.add_argument("--json", metavar="OUT.json")
     p.add_argument("--html", metavar="OUT.html")
     p.add_argument("--write-scheme", metavar="FIX.yaml")
@@ -56,6 +60,7 @@ def run(args) -> int:
     from ..sensitivity import analyse
     from ..sensitivity.engine import fix_scheme
     from ..sensitivity.report import render_html
+    from ..errors import InputError
 
     outs = [(p, f) for p, f in ((args.json, "json"), (args.html, "html"), (args.write_scheme, "yaml")) if p]
     for p, _ in outs:
@@ -73,8 +78,19 @@ def run(args) -> int:
         def progress(stage: str, k: int, n: int) -> None:
             if k % 10 == 0:
                 console.print(f"{stage}: {k}/{n}", highlight=False)
-    result = analyse(session, reference, samples, metric=args.metric, budget=args.budget, output_map=omap,
-                     progress=progress, reference_label=label)
+    kw = dict(metric=args.metric, budget=args.budget, mode=args.mode, output_map=omap, progress=progress,
+              reference_label=label)
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers == 1:
+        result = analyse(session, reference, samples, **kw)
+    else:
+        from ..sensitivity.parallel import WorkerPool
+
+        spec = {"model": args.model, "scheme": args.scheme, "against": None if args.against == "float32"
+                else args.against, "samples": samples, "metric": args.metric, "mode": args.mode, "output_map": omap}
+        with WorkerPool(spec, args.workers) as pool:
+            result = analyse(session, reference, samples, mapper=pool.mapper, **kw)
     src = find_scheme_file(args.scheme)
     extends = args.scheme if src.stem == args.scheme else str(src.resolve())
     for path, kind in outs:
@@ -90,8 +106,8 @@ def run(args) -> int:
               f"{result.baseline:.6g}")
         for i, r in enumerate(result.ranking[:10]):
             loc = "" if r["local_error"] is None else f", local SQNR {r['local_error']:.1f} dB"
-            print(f"  {i + 1:2d}. {r['node']} ({r['op']}): gain {r['gain']:+.4g}{loc}")
+            print(f"  {i + 1:2d}. {r['node']} ({r['op']}, {r['fallback']}): gain {r['gain']:+.4g}{loc}")
         for s in result.selected:
-            print(f"  picked {s['node']}: {result.metric} {s['metric']:.6g}")
+            print(f"  picked {s['node']} ({s['fallback']}): {result.metric} {s['metric']:.6g}")
         print(f"final {result.metric}: {result.final:.6g}")
     return 0

@@ -43,10 +43,12 @@ OP (also the value of a ``nodes:`` entry)::
     variants: [name, ...]            # overrides the scheme's list for this op / node
     compute: int | float             # float = dequantize inputs, float32 kernel, quantize the output
                                      # to the output tensor's params (a CPU float fallback)
-    float_output: bool               # with compute: float, leave the outputs in float32 (not
+    float_output: true | int16       # with compute: float, leave the outputs in float32 (not
                                      # quantized): the node's output activation is not quantized, as
-                                     # when a Q/DQ pair is removed; every consumer must then compute
-                                     # in float too (refinterp sensitivity writes both)
+                                     # when a Q/DQ pair is removed; ``int16``: rounded to a symmetric
+                                     # 16-bit grid over the tensor's range (16-bit activations,
+                                     # estimated); every consumer must then compute in float too
+                                     # (refinterp sensitivity writes both)
     requant: REQUANT
     accumulator: ACCUMULATOR
     impl: name                       # per-op implementation choice, validated by the kernel
@@ -117,6 +119,11 @@ def _mapping(spec: dict[str, Check]) -> Check:
     return check
 
 
+def _float_output(path: str, v: Any, where: str) -> None:
+    if not (isinstance(v, bool) or v == "int16"):
+        _fail(path, "true, false or int16", v, where)
+
+
 def _bool(path: str, v: Any, where: str) -> None:
     if not isinstance(v, bool):
         _fail(path, "true or false", v, where)
@@ -136,7 +143,7 @@ ACCUMULATOR: dict[str, Check] = {"bits": _enum(32, 64), "overflow": _enum("wrap"
 OP: dict[str, Check] = {
     "variants": _str_list,
     "compute": _enum("int", "float"),
-    "float_output": _bool,
+    "float_output": _float_output,
     "requant": _mapping(REQUANT),
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,

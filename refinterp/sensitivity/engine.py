@@ -29,7 +29,10 @@ from ..runtime import Session
 from .metrics import METRICS, score, sqnr
 
 FLOAT = {"compute": "float"}
-FLOAT_OUT = {"compute": "float", "float_output": True}
+# the node's own override per fallback mode; its consumers always get FLOAT
+OWN = {"float": {"compute": "float", "float_output": True},
+       "int16": {"compute": "float", "float_output": "int16"}}
+MODES = {"float": ("float",), "int16": ("int16",), "both": ("float", "int16")}
 
 
 @dataclass
@@ -133,10 +136,12 @@ def _local_sqnr(session: Session, st, fstep, ref_vals: list[dict[str, np.ndarray
     return float(sqnr(got, want))
 
 
-def _fallback(session: Session, idx: int, consumers: dict[str, list[int]]) -> dict[int, tuple[dict, Any]]:
-    """Steps replaced to run node ``idx`` in float with a float output: {step index: (override, step)}."""
+def _fallback(session: Session, idx: int, consumers: dict[str, list[int]], mode: str) -> dict[int, tuple[dict, Any]]:
+    """Steps replaced to run node ``idx`` with fallback ``mode`` (its output float32, or on a 16-bit
+    grid) and its consumers reading that output in float: {step index: (override, step)}."""
     st = session.steps[idx]
-    out = {idx: (FLOAT_OUT, session.prepare_node(idx, with_node_override(session.scheme, st.node.name, FLOAT_OUT)))}
+    own = OWN[mode]
+    out = {idx: (own, session.prepare_node(idx, with_node_override(session.scheme, st.node.name, own)))}
     for name in st.node.outputs:
         for c in consumers.get(name, []) if name else []:
             if c not in out:
@@ -155,80 +160,119 @@ def _merge_fallbacks(plans: list[dict[int, tuple[dict, Any]]]) -> dict[int, tupl
     return merged
 
 
+class Evaluator:
+    """Everything one process needs to score fallbacks: the plain run of each sample, the reference
+    values, and each (node index, mode) fallback's steps, prepared on first use."""
+
+    def __init__(self, session: Session, reference: Session, samples: list[dict[str, np.ndarray]], metric: str,
+                 mode: str, output_map: dict[str, str] | None = None):
+        if metric not in METRICS:
+            raise InputError(f"unknown metric '{metric}' (one of: {', '.join(METRICS)})")
+        if mode not in MODES:
+            raise InputError(f"unknown mode '{mode}' (one of: {', '.join(MODES)})")
+        if not samples:
+            raise InputError("no input samples")
+        self.session, self.metric, self.fn = session, metric, METRICS[metric]
+        omap = output_map or {o: o for o in session.graph.outputs}
+        self.ref_all = [reference.run(f, capture="all") for f in samples]
+        self.want = [{o: np.asarray(r[omap[o]], np.float32) for o in session.graph.outputs} for r in self.ref_all]
+        self.runner = _Runner(session, samples)
+        self.samples = len(samples)
+        self.consumers: dict[str, list[int]] = {}
+        for idx, st in enumerate(session.steps):
+            for name in st.node.inputs:
+                if name:
+                    self.consumers.setdefault(name, []).append(idx)
+        self.keys = [(idx, m) for idx, st in enumerate(session.steps) if _is_quantized_step(session, st)
+                     for m in MODES[mode]]
+        self._plans: dict[tuple[int, str], dict[int, tuple[dict, Any]] | str] = {}
+
+    def plan(self, key: tuple[int, str]) -> dict[int, tuple[dict, Any]] | str:
+        """The fallback's replaced steps, or the reason it cannot be prepared."""
+        if key not in self._plans:
+            try:
+                self._plans[key] = _fallback(self.session, key[0], self.consumers, key[1])
+            except RefinterpError as e:
+                self._plans[key] = str(e).splitlines()[0][:200]
+        return self._plans[key]
+
+    def measure(self, keys: list[tuple[int, str]]) -> float:
+        """The metric with these fallbacks together (``[]``: the plain scheme)."""
+        merged = _merge_fallbacks([self.plan(k) for k in keys])
+        return float(self.fn(self.runner.run({i: step for i, (_o, step) in merged.items()}), self.want))
+
+    def local(self, idx: int, key: tuple[int, str]) -> float | None:
+        return _local_sqnr(self.session, self.session.steps[idx], self.plan(key)[idx][1], self.ref_all)
+
+    def task(self, job: tuple[str, Any]):
+        kind, arg = job
+        if kind == "rank":
+            p = self.plan(arg)
+            if isinstance(p, str):
+                return None, None, p
+            return self.measure([arg]), self.local(arg[0], arg), None
+        return self.measure(list(arg)), None, None
+
+
+Mapper = Callable[[list[tuple[str, Any]]], list[tuple]]
+
+
 def analyse(session: Session, reference: Session, samples: list[dict[str, np.ndarray]], *, metric: str = "cosine",
-            budget: int = 3, output_map: dict[str, str] | None = None,
-            progress: Callable[[str, int, int], None] | None = None, reference_label: str = "float32") -> Sensitivity:
-    """Rank the quantized nodes of ``session`` by the final-output gain of running each in float,
-    against ``reference`` (its outputs mapped by ``output_map``: session output -> reference output)."""
-    if metric not in METRICS:
-        raise InputError(f"unknown metric '{metric}' (one of: {', '.join(METRICS)})")
+            budget: int = 3, mode: str = "float", output_map: dict[str, str] | None = None,
+            progress: Callable[[str, int, int], None] | None = None, reference_label: str = "float32",
+            mapper: Callable[[Evaluator], Mapper] | None = None) -> Sensitivity:
+    """Rank the quantized nodes of ``session`` by the final-output gain of each fallback in ``mode``
+    (float | int16 | both), against ``reference`` (outputs mapped by ``output_map``: session output ->
+    reference output).  ``mapper(evaluator)`` returns a function running a list of evaluator tasks
+    (default: in this process, in order); results never depend on it."""
     if budget < 0:
         raise InputError(f"--budget must be at least 0, got {budget}")
-    if not samples:
-        raise InputError("no input samples")
-    fn = METRICS[metric]
-    omap = output_map or {o: o for o in session.graph.outputs}
-    ref_all = [reference.run(f, capture="all") for f in samples]
-    want = [{o: np.asarray(r[omap[o]], np.float32) for o in session.graph.outputs} for r in ref_all]
-    runner = _Runner(session, samples)
-    base_value = float(fn(runner.run({}), want))
-    consumers: dict[str, list[int]] = {}
-    for idx, st in enumerate(session.steps):
-        for name in st.node.inputs:
-            if name:
-                consumers.setdefault(name, []).append(idx)
-    cands, skipped = [], []
-    for idx, st in enumerate(session.steps):
-        if not _is_quantized_step(session, st):
+    ev = Evaluator(session, reference, samples, metric, mode, output_map)
+    run_tasks = mapper(ev) if mapper else (lambda jobs: [ev.task(j) for j in jobs])
+    base_value = ev.measure([])
+    steps = session.steps
+    if progress:
+        progress("ranking", 0, len(ev.keys))
+    ranking, skipped = [], []
+    for key, (value, local, why) in zip(ev.keys, run_tasks([("rank", k) for k in ev.keys])):
+        node = steps[key[0]].node
+        if why is not None:
+            skipped.append({"node": node.name, "fallback": key[1], "why": why})
             continue
-        try:
-            plan = _fallback(session, idx, consumers)
-        except RefinterpError as e:
-            skipped.append({"node": st.node.name, "why": str(e).splitlines()[0][:200]})
-            continue
-        cands.append((idx, st, plan))
-    ranking = []
-    for k, (idx, st, fstep) in enumerate(cands):
-        if progress:
-            progress("ranking", k, len(cands))
-        value = float(fn(runner.run({i: step for i, (_o, step) in fstep.items()}), want))
-        local = _local_sqnr(session, st, fstep[idx][1], ref_all)
-        ranking.append({"node": st.node.name, "op": st.node.source_op or st.node.op, "index": idx,
-                        "fallback": "float", "metric": value,
-                        "gain": score(metric, value) - score(metric, base_value),
+        ranking.append({"node": node.name, "op": node.source_op or node.op, "index": key[0], "fallback": key[1],
+                        "metric": value, "gain": score(metric, value) - score(metric, base_value),
                         "local_error": local})
-    ranking.sort(key=lambda r: (-r["gain"], r["index"]))
-    plans = {idx: plan for idx, _st, plan in cands}
+    ranking.sort(key=lambda r: (-r["gain"], r["index"], r["fallback"]))
     selected, current = [], base_value
-    picked: list[int] = []
-    for k in range(min(budget, len(ranking))):
+    picked: list[tuple[int, str]] = []
+    for k in range(min(budget, len({r["index"] for r in ranking}))):
         if progress:
             progress("selecting", k, budget)
+        trials = [r for r in ranking if all(r["index"] != i for i, _m in picked)]
+        values = [v for v, _l, _w in run_tasks([("set", tuple(picked + [(r["index"], r["fallback"])]))
+                                                  for r in trials])]
         best = None
-        for r in ranking:
-            if r["index"] in picked:
-                continue
-            trial = _merge_fallbacks([plans[i] for i in picked + [r["index"]]])
-            value = float(fn(runner.run({i: step for i, (_o, step) in trial.items()}), want))
+        for r, value in zip(trials, values):
             if best is None or score(metric, value) > score(metric, best[1]):
                 best = (r, value)
         if best is None or score(metric, best[1]) <= score(metric, current):
             break  # no remaining node improves the metric
-        picked.append(best[0]["index"])
+        picked.append((best[0]["index"], best[0]["fallback"]))
         current = best[1]
-        selected.append({"node": best[0]["node"], "op": best[0]["op"], "fallback": "float", "metric": current})
-    merged = _merge_fallbacks([plans[i] for i in picked])
-    overrides = {session.steps[i].node.name: dict(over) for i, (over, _s) in sorted(merged.items())}
+        selected.append({"node": best[0]["node"], "op": best[0]["op"], "fallback": best[0]["fallback"],
+                         "metric": current})
+    merged = _merge_fallbacks([ev.plan(p) for p in picked])
+    overrides = {steps[i].node.name: dict(over) for i, (over, _s) in sorted(merged.items())}
     for r in ranking:
         r.pop("index")
-    return Sensitivity(session.scheme.name, reference_label, metric, len(samples), base_value, ranking,
+    return Sensitivity(session.scheme.name, reference_label, metric, ev.samples, base_value, ranking,
                        selected, current, skipped, overrides)
 
 
 def fix_scheme(result: Sensitivity, extends: str) -> dict[str, Any]:
     """A scheme that ``extends`` the analysed one with the selected nodes in float."""
     return {"name": f"{result.scheme}-sensitivity", "extends": extends,
-            "describes": f"{result.scheme} with {len(result.selected)} node(s) in float "
+            "describes": f"{result.scheme} with {len(result.selected)} node(s) at higher precision "
                          f"(refinterp sensitivity, {result.metric} {result.baseline:.6g} -> {result.final:.6g})",
             "status": "documented",
             "nodes": {name: dict(over) for name, over in result.overrides.items()}}

@@ -1,6 +1,6 @@
-"""refinterp sensitivity: per-node float fallback (float output, consumers reading floats) ranked by
-the final-output gain against float32; greedy picks; the written scheme reproduces the reported
-metric."""
+"""refinterp sensitivity: per-node fallbacks (float output, or output on a 16-bit grid; consumers
+reading floats) ranked by the final-output gain against float32; greedy picks; the written scheme
+reproduces the reported metric."""
 from __future__ import annotations
 
 import json
@@ -67,13 +67,14 @@ def _metric(scheme, path, samples, metric="cosine"):
     return METRICS[metric](got, want)
 
 
-@pytest.mark.parametrize("metric", ["cosine", "sqnr", "mse"])
-def test_fragile_layer_ranks_first_and_the_scheme_reproduces_the_metric(tmp_path, metric):
+@pytest.mark.parametrize("metric,mode", [("cosine", "float"), ("sqnr", "int16"), ("mse", "both")])
+def test_fragile_layer_ranks_first_and_the_scheme_reproduces_the_metric(tmp_path, metric, mode):
     path, feeds = fragile_model(tmp_path)
     g = refinterp.load(path)
     samples = feed_samples(g, feeds)
     res = analyse(refinterp.Session(g, "tflite-reference"), refinterp.Session(g, "float32"), samples,
-                  metric=metric, budget=2)
+                  metric=metric, budget=2, mode=mode)
+    assert {r["fallback"] for r in res.ranking} == ({"float", "int16"} if mode == "both" else {mode})
     assert res.samples == 8 and [r["node"] for r in res.ranking][:1] == ["fc2"]
     assert res.ranking[0]["gain"] > 0 and res.selected[0]["node"] == "fc2"
     # its own error (from the reference's inputs, against its float computation) singles it out too
@@ -87,7 +88,8 @@ def test_fragile_layer_ranks_first_and_the_scheme_reproduces_the_metric(tmp_path
     assert _metric(str(fix), path, samples, metric) == pytest.approx(res.final, rel=1e-12)
     assert _metric("tflite-reference", path, samples, metric) == pytest.approx(res.baseline, rel=1e-12)
     # fc2 keeps a float output, so its consumer fc3 reads floats
-    assert res.overrides["fc2"] == {"compute": "float", "float_output": True}
+    own = True if res.selected[0]["fallback"] == "float" else "int16"
+    assert res.overrides["fc2"] == {"compute": "float", "float_output": own}
     assert res.overrides["fc3"]["compute"] == "float"
 
 
@@ -171,3 +173,29 @@ def test_converter_made_model(scheme, tmp_path):
     fix.write_text(yaml.safe_dump(fix_scheme(res, scheme)))
     assert _metric(str(fix), path, samples, "sqnr") == pytest.approx(res.final, rel=1e-12)
     assert _metric(scheme, path, samples, "sqnr") == pytest.approx(res.baseline, rel=1e-12)
+
+
+def test_int16_grid_rounds_to_the_tensors_16_bit_steps(tmp_path):
+    """float_output: int16 puts the node's output on s16 * k (s16 = range end / 32767, |k| <= 32767)."""
+    path, feeds = fragile_model(tmp_path)
+    fix = tmp_path / "g16.yaml"
+    fix.write_text("name: g16\nextends: tflite-reference\nnodes:\n  fc2: {compute: float, float_output: int16}\n"
+                   "  fc3: {compute: float}\n")
+    g = refinterp.load(path)
+    h = refinterp.Session(g, str(fix)).run({"x": feeds["x"][0]}, capture="all")["fc2"]
+    q = g.tensors["fc2"].quant
+    s16 = float(np.float32(q.scale[0])) * 128 / 32767  # int8, zero point 0: the larger end is -128 * s
+    assert h.dtype == np.float32 and np.abs(h).max() > 0
+    np.testing.assert_allclose(h / s16, np.rint(h / s16), atol=1e-3)
+    assert np.abs(h / s16).max() <= 32767 + 1e-3
+
+
+def test_workers_give_the_same_result(tmp_path):
+    """--workers 2 (spawned processes) writes the same JSON as one process."""
+    path, feeds = fragile_model(tmp_path)
+    np.savez(tmp_path / "in.npz", **feeds)
+    base = ["sensitivity", str(path), "--scheme", "tflite-reference", "--inputs", str(tmp_path / "in.npz"),
+            "--mode", "both", "--budget", "2", "--quiet"]
+    assert main(base + ["--json", str(tmp_path / "one.json")]) == 0
+    assert main(base + ["--json", str(tmp_path / "two.json"), "--workers", "2"]) == 0
+    assert (tmp_path / "one.json").read_text() == (tmp_path / "two.json").read_text()
