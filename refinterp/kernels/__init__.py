@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     hybrid_conv,
     hybrid_gemm,
     hybrid_xnn,
+    index_ops,
     matmul,
     norm,
     opt_activation,

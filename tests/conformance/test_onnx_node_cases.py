@@ -25,7 +25,9 @@ HardSwish Softmax MaxPool AveragePool GlobalAveragePool GlobalMaxPool Concat Res
 Unsqueeze Pad Resize DepthToSpace SpaceToDepth Slice Gather Clip BatchNormalization ReduceMean ReduceMax
 ReduceSum QuantizeLinear DequantizeLinear Identity Split Gelu LayerNormalization Erf Sqrt Pow Exp Max Min Abs
 Neg Cast Shape Constant Expand Where Tile Mean Elu Selu Softplus InstanceNormalization LRN ArgMax Reciprocal
-Floor Ceil Round Sum If Loop Scan DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix""".split())
+Floor Ceil Round Sum If Loop Scan DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
+ConstantOfShape Range NonZero EyeLike OneHot GatherElements GatherND ScatterElements ScatterND Trilu TopK
+Compress ReverseSequence CumSum Hardmax MeanVarianceNormalization""".split())
 
 UNMODELLED_TYPES = {
     TensorProto.BFLOAT16: "bfloat16 tensors are not modelled",
