@@ -85,13 +85,22 @@ def _mod(plan, a, b):
         return _keep(np.mod(a, b), a)
 
 
+def _floor_div(plan, a, b):
+    """TFLite FLOOR_DIV: floats floor(a / b) (the quotient rounded in the input type first); integers
+    floor division (a zero divisor is the runtime's error, here 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if np.asarray(a).dtype.kind == "f":
+            return _keep(np.floor(np.divide(a, b)), a)
+        return _keep(np.floor_divide(a, np.where(b == 0, 1, b)), a)
+
+
 def _squared_difference(plan, a, b):
     d = np.subtract(a, b)
     return _keep(d * d, a)
 
 
 for _op, _fn in (("Add", _add), ("Sub", _sub), ("Mul", _mul), ("Div", _div), ("Pow", _pow),
-                 ("Mod", _mod), ("SquaredDifference", _squared_difference)):
+                 ("Mod", _mod), ("SquaredDifference", _squared_difference), ("FloorDiv", _floor_div)):
     kernel(_op, "float")(_fn)
 
 

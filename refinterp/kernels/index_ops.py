@@ -21,6 +21,7 @@ def _plan(node, ctx) -> dict:
     p = dict(node.attrs)
     p["where"] = where(node)
     p["out_dtype"] = ctx.outputs[0].dtype if ctx.outputs and ctx.outputs[0] is not None else None
+    p["out_dtypes"] = [o.dtype if o is not None else None for o in ctx.outputs]
     return p
 
 
@@ -169,7 +170,9 @@ def _topk(plan, x, k):
     key = -x.astype(np.float64) if largest and x.dtype.kind == "f" else (-x.astype(np.int64) if largest else x)
     order = np.argsort(key, axis=ax, kind="stable")
     idx = np.take(order, np.arange(kk), axis=ax)
-    return np.take_along_axis(x, idx, axis=ax), idx.astype(np.int64)
+    dts = plan.get("out_dtypes") or []
+    idt = np.dtype(dts[1]) if len(dts) > 1 and dts[1] and np.dtype(dts[1]).kind in "iu" else np.int64
+    return np.take_along_axis(x, idx, axis=ax), idx.astype(idt)  # TFLite TOPK_V2: int32 indices
 
 
 @kernel("Compress", BOTH, prepare=_plan)
@@ -223,3 +226,26 @@ def _mvn(plan, x):
     mean = np.mean(x, axis=axes, keepdims=True)
     std = np.sqrt(np.mean(np.square(x), axis=axes, keepdims=True) - np.square(mean))
     return ((x - mean) / (std + 1e-9)).astype(x.dtype)
+
+
+# -- TFLite generators and helpers (no ONNX counterpart with the same inputs) ---------------------
+
+@kernel("Fill", BOTH, prepare=_plan)
+def _fill(plan, dims, value):
+    v = np.asarray(value)
+    return np.full(ints(dims), v.reshape(-1)[0], dtype=v.dtype)
+
+
+@kernel("ZerosLike", BOTH, prepare=_plan)
+def _zeros_like(plan, x):
+    return np.zeros_like(x)
+
+
+@kernel("Reverse", BOTH, prepare=_plan)
+def _reverse(plan, x, axes):
+    return np.flip(x, axis=tuple(a % x.ndim for a in ints(axes))).copy()
+
+
+@kernel("BroadcastArgs", BOTH, prepare=_plan)
+def _broadcast_args(plan, s0, s1):
+    return np.asarray(np.broadcast_shapes(tuple(ints(s0)), tuple(ints(s1))), dtype=np.asarray(s0).dtype)

@@ -76,7 +76,8 @@ def run_litert(model_bytes: bytes, feeds: Mapping[str, np.ndarray], resolver: st
             it.resize_tensor_input(d["index"], list(x.shape), strict=False)
     it.allocate_tensors()
     for name, d in by_name.items():
-        it.set_tensor(d["index"], np.ascontiguousarray(np.asarray(feeds[name]).astype(d["dtype"])))
+        # np.ascontiguousarray would turn a rank-0 feed into shape (1,)
+        it.set_tensor(d["index"], np.array(np.asarray(feeds[name]).astype(d["dtype"]), order="C"))
     it.invoke()
     out: dict[str, np.ndarray] = {}
     wanted = [d["index"] for d in details] if preserve_all else [d["index"] for d in it.get_output_details()]

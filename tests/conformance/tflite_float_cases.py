@@ -331,3 +331,60 @@ def m_small_net(rng):
     y = b.tensor("probs", (1, 10))
     b.op("SOFTMAX", [f], [y])
     return b, [x], [y], {"input": f32(rng, 1, 8, 8, 3, lo=-2, hi=2)}
+
+
+# index / generator / comparison ops real models use (refinterp/kernels/index_ops.py)
+CASES["gather_nd"] = with_const("GATHER_ND", (4, 5, 3), [("idx", np.array([[1, 2], [3, 0], [0, 4]], np.int32))],
+                                (3, 3))
+CASES["cumsum_exclusive_reverse"] = with_const("CUMSUM", (3, 6), [("axis", i32(1))], (3, 6),
+                                               {"exclusive": True, "reverse": True})
+CASES["cumsum"] = with_const("CUMSUM", (4, 5), [("axis", i32(0))], (4, 5))
+
+
+@case
+def m_topk(rng):
+    b = TFLiteBuilder()
+    x = b.tensor("x", (3, 9))
+    v, i = b.tensor("v", (3, 4)), b.tensor("i", (3, 4), "int32")
+    b.op("TOPK_V2", [x, b.const("k", i32(4))], [v, i])
+    xs = f32(rng, 3, 9)
+    xs[1, 2] = xs[1, 7] = 2.0  # a tie: the lower index comes first
+    return b, [x], [v, i], {"x": xs}
+
+
+CASES["reverse_v2"] = with_const("REVERSE_V2", (2, 3, 4), [("axis", i32(1, 2))], (2, 3, 4))
+CASES["zeros_like"] = unary("ZEROS_LIKE")
+CASES["sin"] = unary("SIN", lo=-4, hi=4)
+CASES["cos"] = unary("COS", lo=-4, hi=4)
+for _name, _op in (("not_equal", "NOT_EQUAL"), ("greater_equal", "GREATER_EQUAL"), ("less_equal", "LESS_EQUAL")):
+    CASES[_name] = with_const(_op, (3, 4), [("c", np.array([0.5, -0.25, 0.0, 1.0], np.float32))], (3, 4),
+                              y_dtype="bool")
+CASES["floor_div"] = binary("FLOOR_DIV", (3, 5), (3, 5), (3, 5), lo=-3.0, hi=3.0)
+CASES["floor_mod"] = binary("FLOOR_MOD", (3, 5), (1, 5), (3, 5), lo=-3.0, hi=3.0)
+
+
+@case
+def m_fill_range(rng):
+    """FILL of a runtime value and RANGE from constants, each added to x so the model has an input."""
+    b = TFLiteBuilder()
+    x = b.tensor("x", (2, 3))
+    v = b.tensor("v", ())
+    f = b.tensor("f", (2, 3))
+    b.op("FILL", [b.const("dims", i32(2, 3)), v], [f])
+    y = b.tensor("y", (2, 3))
+    b.op("ADD", [x, f], [y], options={"fused_activation": "NONE"})
+    r = b.tensor("r", (5,))
+    lims = [b.tensor(n, ()) for n in ("start", "limit", "delta")]
+    b.op("RANGE", lims, [r])
+    return b, [x, v] + lims, [y, r], {"x": f32(rng, 2, 3), "v": np.array(0.75, np.float32),
+                                      "start": np.array(1.5, np.float32), "limit": np.array(4.0, np.float32),
+                                      "delta": np.array(0.5, np.float32)}
+
+
+@case
+def m_embedding_lookup(rng):
+    b = TFLiteBuilder()
+    ids = b.tensor("ids", (4,), "int32")
+    y = b.tensor("y", (4, 3))
+    b.op("EMBEDDING_LOOKUP", [ids, b.const("table", f32(rng, 6, 3))], [y])
+    return b, [ids], [y], {"ids": np.array([5, 0, 2, 2], np.int32)}
