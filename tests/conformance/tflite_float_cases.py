@@ -388,3 +388,12 @@ def m_embedding_lookup(rng):
     y = b.tensor("y", (4, 3))
     b.op("EMBEDDING_LOOKUP", [ids, b.const("table", f32(rng, 6, 3))], [y])
     return b, [ids], [y], {"ids": np.array([5, 0, 2, 2], np.int32)}
+
+
+@case
+def m_broadcast_args(rng):
+    b = TFLiteBuilder()
+    s0 = b.tensor("s0", (3,), "int32")
+    y = b.tensor("y", (3,), "int32")
+    b.op("BROADCAST_ARGS", [s0, b.const("s1", i32(4, 1))], [y])
+    return b, [s0], [y], {"s0": np.array([2, 1, 5], np.int32)}
