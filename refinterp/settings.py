@@ -24,9 +24,11 @@ measured by benchmarks/neighbours.py), so refinterp then keeps BLAS at one threa
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
+import threading
 
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # Idle thread pools sleep instead of spinning: Numba's OpenMP workers as soon as a parallel region
@@ -36,15 +38,19 @@ _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _WAIT_POLICY = (("OMP_WAIT_POLICY", "PASSIVE", "numba"), ("OPENBLAS_THREAD_TIMEOUT", "4", "numpy"))
 
 
+def _env_count(name: str) -> int | None:
+    """A positive count from environment variable ``name`` (at least 1), None when unset or not an integer."""
+    v = os.environ.get(name, "").strip()
+    try:
+        return max(1, int(v)) if v else None
+    except ValueError:
+        return None
+
+
 def threads() -> int:
     """The configured thread count (>= 1)."""
-    v = os.environ.get("REFINTERP_THREADS", "").strip()
-    if v:
-        try:
-            return max(1, int(v))
-        except ValueError:
-            pass
-    return _cpus()
+    n = _env_count("REFINTERP_THREADS")
+    return _cpus() if n is None else n
 
 
 @functools.lru_cache(maxsize=1)
@@ -144,35 +150,49 @@ def kernel_threads(work: int) -> int:
 def blas_run_threads() -> int:
     """BLAS threads during refinterp's own calls: ``threads()``, or 1 when OpenBLAS's idle workers
     would spin after each call (see module docstring); ``REFINTERP_BLAS_THREADS`` overrides."""
-    v = os.environ.get("REFINTERP_BLAS_THREADS", "").strip()
-    if v:
-        try:
-            return max(1, int(v))
-        except ValueError:
-            pass
+    n = _env_count("REFINTERP_BLAS_THREADS")
+    if n is not None:
+        return n
     return threads() if _BLAS_TIMEOUT_APPLIED is not False else 1
 
 
-class _Pools:
-    """threadpoolctl controller over the BLAS libraries loaded in this process, made once (the
-    library scan costs ~1 ms); bounded by code, not by models."""
-    controller = None
+class _Pools(threading.local):
+    """threadpoolctl controller over the BLAS libraries loaded in this process, selected once (the
+    library scan costs ~1 ms; bounded by code, not by models), and whether this thread is already
+    inside ``run_pools`` (nested calls -- a Session run inside a sensitivity sweep, each ``run_step``
+    of it -- keep the outer limit instead of paying for their own)."""
+    blas = None  # class attribute: shared by every thread
+    active = False  # per thread
 
 
-def run_pools():
-    """Context manager for refinterp's own computation: BLAS limited to ``blas_run_threads()`` and
-    restored on exit (a no-op when threadpoolctl finds no BLAS library)."""
-    import contextlib
+_POOLS = _Pools()
 
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - a declared dependency
-        return contextlib.nullcontext()
-    if _Pools.controller is None:
+
+def _blas_controller():
+    if _Pools.blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - a declared dependency
+            _Pools.blas = False
+            return None
         import numpy  # noqa: F401  (its BLAS must be loaded for the controller to see it)
 
-        _Pools.controller = ThreadpoolController()
-    ctl = _Pools.controller
-    if not ctl.select(user_api="blas").lib_controllers:
-        return contextlib.nullcontext()
-    return ctl.limit(limits=blas_run_threads(), user_api="blas")
+        blas = ThreadpoolController().select(user_api="blas")
+        _Pools.blas = blas if blas.lib_controllers else False
+    return _Pools.blas or None
+
+
+@contextlib.contextmanager
+def run_pools():
+    """Context manager for refinterp's own computation: BLAS limited to ``blas_run_threads()`` and
+    restored on exit (a no-op when threadpoolctl finds no BLAS library, or when already inside it)."""
+    blas = None if _POOLS.active else _blas_controller()
+    if blas is None:
+        yield
+        return
+    _POOLS.active = True
+    try:
+        with blas.limit(limits=blas_run_threads()):
+            yield
+    finally:
+        _POOLS.active = False

@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..compare.convert import quantize_to
+from ..compare.convert import quantize_to, to_real
 from ..compare.explain_candidates import with_node_override
 from ..errors import InputError, RefinterpError
-from ..ir import dequantize
 from ..runtime import Session
+from ..settings import run_pools
 from .metrics import METRICS, score, sqnr
 
 FLOAT = {"compute": "float"}
@@ -67,10 +67,7 @@ def _is_quantized_step(session: Session, st) -> bool:
 
 def _real(session: Session, name: str, v: np.ndarray) -> np.ndarray:
     info = session.graph.tensors.get(name)
-    v = np.asarray(v)
-    if info is not None and info.quant is not None and v.dtype.kind in "iu":
-        return dequantize(v, info.quant)
-    return v.astype(np.float32) if v.dtype.kind in "iub" else v
+    return to_real(np.asarray(v), info.quant if info is not None else None)
 
 
 class _Runner:
@@ -205,6 +202,10 @@ class Evaluator:
         return _local_sqnr(self.session, self.session.steps[idx], self.plan(key)[idx][1], self.ref_all)
 
     def task(self, job: tuple[str, Any]):
+        with run_pools():  # one BLAS limit around the task's many run_step calls
+            return self._task(job)
+
+    def _task(self, job: tuple[str, Any]):
         kind, arg = job
         if kind == "rank":
             p = self.plan(arg)
