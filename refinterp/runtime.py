@@ -94,9 +94,13 @@ class Session:
             float_kernel = k.variant == "float"
             dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
                             and storage_dtype(t.dtype).kind in "iu") for t in ins)
-            qo = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
-                            and not ctx.settings.get("float_output")
-                            and storage_dtype(t.dtype).kind in "iu") for t in outs)
+            # float results bound for quantized integer tensors: quantized back (``compute: float``),
+            # or left in float / put on a 16-bit grid (``float_output``)
+            fo = ctx.settings.get("float_output")
+            to_int = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
+                                and storage_dtype(t.dtype).kind in "iu") for t in outs)
+            qo = tuple(q and not fo for q in to_int)
+            g16 = tuple(q and fo == "int16" for q in to_int)
         except RefinterpError:
             raise
         except MemoryError:  # e.g. a lookup table over a 32-bit type a hostile model declares
@@ -109,9 +113,6 @@ class Session:
             raise RefinterpError(f"cannot prepare node '{node.name}' ({node.source_op or node.op}): {e}",
                                  self.graph.path) from e
         act = node.attrs.get("activation") if float_kernel else None
-        g16 = tuple(bool(float_kernel and ctx.settings.get("compute") == "float" and t.quant is not None
-                         and ctx.settings.get("float_output") == "int16"
-                         and storage_dtype(t.dtype).kind in "iu") for t in outs)
         return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else (), g16 if any(g16) else ())
 
     def _compute_last_use(self) -> dict[str, int]:
