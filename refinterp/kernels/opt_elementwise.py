@@ -54,14 +54,16 @@ _I64 = np.int64
 _FAST = fast_kernels()
 
 
-def _fivefold_run(shape0: tuple, shape1: tuple) -> int | None:
-    """Run length L of ``BinaryBroadcastFiveFold`` (None: generic broadcast, reference code;
-    0: no broadcast, one run over the whole tensor)."""
+def _fivefold(shape0: tuple, shape1: tuple) -> tuple[int, bool] | None:
+    """``BinaryBroadcastFiveFold``'s decomposition as (run length L, elementwise): L = y4 and the
+    elementwise function when y4 > 1, else L = y3 and the scalar-broadcast function; (0, True) when
+    the shapes are equal (one elementwise run over the whole tensor); None for a generic broadcast
+    (reference code)."""
     n = max(len(shape0), len(shape1))
     s0 = (1,) * (n - len(shape0)) + tuple(shape0)
     s1 = (1,) * (n - len(shape1)) + tuple(shape1)
     if s0 == s1:
-        return 0
+        return 0, True
     first_fast = None
     for i in range(n - 1, -1, -1):
         if s0[i] == s1[i]:
@@ -93,20 +95,7 @@ def _fivefold_run(shape0: tuple, shape1: tuple) -> int | None:
         i -= 1
     if i >= 0:
         return None
-    return y[4] if y[4] > 1 else y[3]
-
-
-def _fivefold_is_elementwise(shape0: tuple, shape1: tuple) -> bool:
-    """True when ``BinaryBroadcastFiveFold`` runs the elementwise function (y4 > 1), False when it
-    runs the scalar-broadcast one over y3 (y4 == 1)."""
-    n = max(len(shape0), len(shape1))
-    s0 = (1,) * (n - len(shape0)) + tuple(shape0)
-    s1 = (1,) * (n - len(shape1)) + tuple(shape1)
-    y4, i = 1, n - 1
-    while i >= 0 and s0[i] == s1[i]:
-        y4 *= s0[i]
-        i -= 1
-    return y4 > 1
+    return (y[4], True) if y[4] > 1 else (y[3], False)
 
 
 def _vector_mask(out_size: int, run: int, width: int) -> np.ndarray:
@@ -127,9 +116,10 @@ def _prepare_mul(node, ctx):
 def _mul(p, a, b):
     ref = qelementwise._run_mul(p, a, b)
     width = p.get("vector_width")
-    run = _fivefold_run(a.shape, b.shape) if width else None
-    if run is None:
+    ff = _fivefold(a.shape, b.shape) if width else None
+    if ff is None:
         return ref
+    run = ff[0]
     prod = wrap_int32((a.astype(_I64) - p["z1"]) * (b.astype(_I64) - p["z2"]))
     y = np.broadcast_to(mbqm(prod, p["m"], p["shift"], p["rounding"]), ref.shape)
     t = np.clip(y, -32768, 32767) + p["zo"]
@@ -160,8 +150,7 @@ def _vqrdmulh(a, M: int) -> np.ndarray:
 
 def _prepare_add(node, ctx):
     p = qelementwise._prepare_add_sub(False)(node, ctx)
-    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"], neon_uint8=p["dtype"] == "uint8",
-                neon_int8=p["dtype"] == "int8")
+    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
 
 
 _U8_BLOCK = 8
@@ -200,10 +189,16 @@ def _lanes_single(p, a, b):
 
     Off the rails it equals the reference except at input-rounding ties; once |sum| >= 2^15 the
     wrapping narrow can flip a saturated output to the opposite rail (seen at output scales ~1e-4)."""
+    return _narrow(p, _sum_single(p, a, b))
+
+
+def _sum_single(p, a, b) -> np.ndarray:
+    """RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o) with x_i = vqrdmulh(shl(q_i - z_i, left_shift + shift_i),
+    M_i): the rescaled sum of the NEON ADD loops that round each input once (int8 and int16)."""
     ls = p["left_shift"]
-    x = _vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
-    y = _vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
-    return _narrow(p, rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
+    x = _vqrdmulh(_shl(np.asarray(a).astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
+    y = _vqrdmulh(_shl(np.asarray(b).astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
+    return rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
 
 
 def _pair_tables(p):
@@ -225,10 +220,11 @@ def _add_8bit(p, a, b):
     whole tensor; a five-fold broadcast runs it over runs of y4 (y4 > 1) or the scalar-broadcast loop
     over runs of y3; in each run lane i is vectorised iff i < W * floor(L / W), the rest (and generic
     broadcasts) are the reference formula."""
-    run = _fivefold_run(a.shape, b.shape)
-    ref_t, elem, scal = prepared(p, "add_pair_tables", _pair_tables)
-    if run is None:
+    ff = _fivefold(a.shape, b.shape)
+    if ff is None:
         return qelementwise._run_add_sub(p, a, b)
+    run, elementwise = ff
+    ref_t, elem, scal = prepared(p, "add_pair_tables", _pair_tables)
     if run == 0 and _FAST and a.flags.c_contiguous and b.flags.c_contiguous:
         a1, b1 = a.reshape(-1), b.reshape(-1)
         n = elem[1] * (a1.size // elem[1])
@@ -240,14 +236,14 @@ def _add_8bit(p, a, b):
     ya = np.broadcast_to(a, shape).reshape(-1).view(np.uint8).astype(np.intp)
     yb = np.broadcast_to(b, shape).reshape(-1).view(np.uint8)
     idx = (ya << 8) | yb
-    lane_t, width = elem if run == 0 or _fivefold_is_elementwise(a.shape, b.shape) else scal
+    lane_t, width = elem if elementwise else scal
     mask = _vector_mask(idx.size, run, width)
     return np.where(mask, lane_t[idx], ref_t[idx]).reshape(shape)
 
 
 @kernel("Add", VARIANT, prepare=_prepare_add)
 def _add(p, a, b):
-    if (p.get("neon_uint8") or p.get("neon_int8")) and not p["pot"]:
+    if p["dtype"] in ("int8", "uint8"):
         a, b = np.asarray(a), np.asarray(b)
         if a.dtype == b.dtype == np.dtype(p["dtype"]):
             return _add_8bit(p, a, b)
@@ -258,10 +254,7 @@ def _add(p, a, b):
     if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref
     n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)
-    ls = p["left_shift"]
-    x = _vqrdmulh(_shl(a.reshape(-1)[:n].astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
-    y = _vqrdmulh(_shl(b.reshape(-1)[:n].astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
-    o = rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]) + p["zo"]
+    o = _sum_single(p, a.reshape(-1)[:n], b.reshape(-1)[:n]) + p["zo"]
     lo, hi = p["clamp"]
     out = ref.reshape(-1).copy()
     out[:n] = np.clip(np.clip(o, lo, hi), -32768, 32767)  # vqmovn_s32 after the clamp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refinterp.kernels.opt_elementwise import _fivefold_run, _vector_mask
+from refinterp.kernels.opt_elementwise import _fivefold, _vector_mask
 from refinterp.quant import xnn
 
 
@@ -44,8 +44,8 @@ def test_activation_bounds_round_half_even():
 
 
 def test_fivefold_runs():
-    assert _fivefold_run((2, 3), (2, 3)) == 0                       # no broadcast: one run
-    assert _fivefold_run((1, 16, 16, 1), (1, 1, 1, 256)) == 256     # scalar x row: y3
-    assert _fivefold_run((2, 1, 5, 3), (1, 4, 1, 3)) is None        # generic broadcast
-    assert _fivefold_run((4, 5, 3), (5, 3)) == 15
+    assert _fivefold((2, 3), (2, 3)) == (0, True)                   # no broadcast: one elementwise run
+    assert _fivefold((1, 16, 16, 1), (1, 1, 1, 256)) == (256, False)  # scalar x row: y3, scalar-broadcast loop
+    assert _fivefold((2, 1, 5, 3), (1, 4, 1, 3)) is None            # generic broadcast
+    assert _fivefold((4, 5, 3), (5, 3)) == (15, True)               # y4: the elementwise loop
     assert _vector_mask(40, 20, 16).tolist() == ([True] * 16 + [False] * 4) * 2
