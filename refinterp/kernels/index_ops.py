@@ -167,7 +167,7 @@ def _topk(plan, x, k):
         raise InputError(f"{plan['where']}: k = {kk} outside 0..{x.shape[ax]}")
     largest = int(plan.get("largest", 1))
     # equal values keep the lower index first (ONNX); a stable sort of -x does that for largest
-    key = -x.astype(np.float64) if largest and x.dtype.kind == "f" else (-x.astype(np.int64) if largest else x)
+    key = -x.astype(np.float64 if x.dtype.kind == "f" else np.int64) if largest else x
     order = np.argsort(key, axis=ax, kind="stable")
     idx = np.take(order, np.arange(kk), axis=ax)
     dts = plan.get("out_dtypes") or []
@@ -180,7 +180,7 @@ def _compress(plan, x, condition):
     cond = np.asarray(condition).astype(bool).ravel()
     ax = plan.get("axis")
     if ax is None:
-        return np.compress(cond, x.ravel()[:cond.size] if cond.size < x.size else x.ravel())
+        return np.compress(cond, x.ravel())  # a shorter condition selects from the leading elements
     return np.compress(cond, x, axis=int(ax) % x.ndim)
 
 

@@ -37,6 +37,12 @@ class Outcome:
         return (f"{what}: {self.cases} cases, {self.tensors} tensors, {self.elements} elements, "
                 f"{self.differing} differing, {len(self.aborted)} oracle aborts")
 
+    def assert_exact(self, what: str) -> None:
+        """Print the summary line; fail on any oracle abort or differing element."""
+        print("\n" + self.line(what))
+        assert not self.aborted, f"{what}: oracle aborted on: " + " || ".join(self.aborted)
+        assert self.differing == 0, f"{what}: " + " || ".join(self.failures[:5])
+
 
 def run_cases(cases: list[Case], backend: str, scheme: str | None = None, oracle=None) -> Outcome:
     """``scheme`` defaults to SCHEME_OF[backend]; ``oracle`` = precomputed run_batch results."""

@@ -72,9 +72,7 @@ def delegation_mismatches(cases: list[Case], oracle: list) -> tuple[int, list[st
 
 def check(cache: OracleCache, group: str, backend: str) -> Outcome:
     out = cache.outcome(group, backend, SCHEME[backend])
-    print("\n" + out.line(f"{group} [{SCHEME[backend]}] vs {backend}"))
-    assert not out.aborted, f"{group}: {backend} oracle aborted on: " + " || ".join(out.aborted)
-    assert out.differing == 0, f"{group} vs {backend}: " + " || ".join(out.failures[:5])
+    out.assert_exact(f"{group} [{SCHEME[backend]}] vs {backend}")
     assert out.tensors >= 2 * out.cases
     if backend == "xnnpack":
         n, notes = delegation_mismatches(cache.cases(group), cache.oracle(group, backend))

@@ -251,9 +251,7 @@ TFLM_GAPS = {"BATCH_MATMUL_16x8": "tflite-micro BATCH_MATMUL rejects int16 x int
 
 def _check(group: str, backend: str) -> None:
     out = run_cases(GROUPS[group](), backend)
-    print("\n" + out.line(f"{group} vs {backend}"))
-    assert not out.aborted, f"{group}: {backend} oracle aborted on: " + " || ".join(out.aborted)
-    assert out.differing == 0, f"{group} vs {backend}: " + " || ".join(out.failures[:5])
+    out.assert_exact(f"{group} vs {backend}")
     assert out.tensors >= 2 * out.cases
 
 

@@ -95,9 +95,7 @@ TFLM_ONLY = {"SUM_INT16": lambda: [c for c in reduce_cases("SUM", 16, 16) if "in
 
 def _check(group: str, backend: str) -> None:
     out = run_cases({**GROUPS, **TFLM_ONLY}[group](), backend)
-    print("\n" + out.line(f"{group} vs {backend}"))
-    assert not out.aborted, f"{group}: {backend} oracle aborted on: " + " || ".join(out.aborted)
-    assert out.differing == 0, f"{group} vs {backend}: " + " || ".join(out.failures[:5])
+    out.assert_exact(f"{group} vs {backend}")
     assert out.tensors >= 2 * out.cases
 
 

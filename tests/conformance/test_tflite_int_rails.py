@@ -277,9 +277,7 @@ def _check(group: str, backend: str) -> None:
     if backend == "ref":
         cases = [c for c in cases if not c.id.startswith(REF_SKIP)]
     out = run_cases(cases, backend)
-    print("\n" + out.line(f"{group} rails vs {backend}"))
-    assert not out.aborted, f"{group}: {backend} oracle aborted on: " + " || ".join(out.aborted)
-    assert out.differing == 0, f"{group} vs {backend}: " + " || ".join(out.failures[:5])
+    out.assert_exact(f"{group} rails vs {backend}")
     assert out.tensors >= 2 * out.cases
 
 

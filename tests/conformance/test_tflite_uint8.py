@@ -43,9 +43,7 @@ def resize_cases() -> list[Case]:
 def test_uint8_resize_bilinear(backend):
     cases = resize_cases()
     out = run_cases(cases, backend)
-    print("\n" + out.line(f"uint8 RESIZE_BILINEAR vs {backend}"))
-    assert not out.aborted, " || ".join(out.aborted)
-    assert out.differing == 0, " || ".join(out.failures[:5])
+    out.assert_exact(f"uint8 RESIZE_BILINEAR vs {backend}")
     assert out.tensors >= 2 * out.cases
 
 
@@ -133,9 +131,7 @@ def mobilenet_like() -> Case:
 @pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
 def test_uint8_conv_family_every_filter_zero_point(backend):
     out = run_cases(conv_cases(), backend)
-    print("\n" + out.line(f"uint8 conv family vs {backend}"))
-    assert not out.aborted, " || ".join(out.aborted)
-    assert out.differing == 0, " || ".join(out.failures[:5])
+    out.assert_exact(f"uint8 conv family vs {backend}")
 
 
 def test_uint8_xnnpack_takes_filters_with_high_zero_points(tmp_path):
@@ -152,9 +148,7 @@ def test_uint8_xnnpack_takes_filters_with_high_zero_points(tmp_path):
 @pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
 def test_uint8_model_every_tensor(backend):
     out = run_cases([mobilenet_like()], backend)
-    print("\n" + out.line(f"uint8 MobileNet-like model vs {backend}"))
-    assert not out.aborted, " || ".join(out.aborted)
-    assert out.differing == 0, " || ".join(out.failures[:5])
+    out.assert_exact(f"uint8 MobileNet-like model vs {backend}")
     assert out.tensors >= 9
 
 
@@ -184,6 +178,4 @@ def eltwise_cases() -> list[Case]:
 @pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
 def test_uint8_elementwise_near_ties(backend):
     out = run_cases(eltwise_cases(), backend)
-    print("\n" + out.line(f"uint8 ADD/SUB/MUL vs {backend}"))
-    assert not out.aborted, " || ".join(out.aborted)
-    assert out.differing == 0, " || ".join(out.failures[:5])
+    out.assert_exact(f"uint8 ADD/SUB/MUL vs {backend}")
