@@ -102,20 +102,22 @@ def _resolve_file(path: Path, chain: tuple[str, ...] = ()) -> dict[str, Any]:
     return _merge(base, data)
 
 
-def _known_ops() -> set[str]:
-    """Canonical ops with at least one registered kernel (imports the kernel modules)."""
+def _registered() -> set[tuple[str, str]]:
+    """(canonical op, variant) of every registered kernel (imports the kernel modules)."""
     from ..kernels import registry  # noqa: F401  (lazy: kernels import the numerics, not schemes)
     from .. import kernels  # noqa: F401
 
-    return {op for (op, _v) in registry.registered()}
+    return set(registry.registered())
+
+
+def _known_ops() -> set[str]:
+    """Canonical ops with at least one registered kernel."""
+    return {op for op, _v in _registered()}
 
 
 def _known_variants() -> set[str]:
     """Kernel variant names with at least one registered kernel."""
-    from ..kernels import registry  # noqa: F401
-    from .. import kernels  # noqa: F401
-
-    return {v for (_op, v) in registry.registered()}
+    return {v for _op, v in _registered()}
 
 
 _SETTING_KEYS = ("requant", "accumulator")  # merged key by key; other settings are replaced

@@ -53,9 +53,10 @@ OP (also the value of a ``nodes:`` entry)::
     accumulator: ACCUMULATOR
     impl: name                       # per-op implementation choice, validated by the kernel
                                      # (e.g. AveragePool raw_q_average, Sigmoid lut | fixed_point)
-    requires_equal_params: bool      # data-movement ops: the backend refuses (ModelError at Session
-                                     # build) a node whose quantized input and output params differ,
-                                     # instead of copying codes (refinterp/kernels/shape_quant.py)
+    requires_equal_params: bool      # data-movement ops and pools: the backend refuses (ModelError at
+                                     # Session build) a node whose quantized input and output params
+                                     # differ, instead of copying codes (kernels/shape_quant.py; pools:
+                                     # kernels/qpool.py, scales within 1e-6)
     refuse_dtypes: {dtype: reason}   # the backend has no kernel for this op when its first input
                                      # has that dtype: refused when the Session is built
                                      # (UnsupportedOpError naming node, op, dtype and the reason)
