@@ -33,23 +33,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _reference(args, graph):
-    from .. import Session, load
-    from ..errors import InputError
-
-    if args.against == "float32":
-        return Session(graph, "float32"), None, "float32"
-    fgraph = load(args.against)
-    if all(o in fgraph.outputs for o in graph.outputs):
-        omap = {o: o for o in graph.outputs}
-    elif len(fgraph.outputs) == len(graph.outputs):
-        omap = dict(zip(graph.outputs, fgraph.outputs))
-    else:
-        raise InputError(f"{args.against}: its outputs {fgraph.outputs} match neither the names nor the "
-                         f"number of the model's outputs {graph.outputs}")
-    return Session(fgraph, "float32"), omap, str(args.against)
-
-
 def run(args) -> int:
     import yaml
 
@@ -58,16 +41,18 @@ def run(args) -> int:
     from ..samples import feed_samples
     from ..schemes import find_scheme_file
     from ..sensitivity import analyse
-    from ..sensitivity.engine import fix_scheme
+    from ..sensitivity.engine import fix_scheme, reference_session
     from ..sensitivity.report import render_html
     from ..errors import InputError
 
     outs = [(p, f) for p, f in ((args.json, "json"), (args.html, "html"), (args.write_scheme, "yaml")) if p]
     for p, _ in outs:
         check_new_file(p, args.overwrite)
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
     graph = load(args.model)
     session = Session(graph, scheme=args.scheme)
-    reference, omap, label = _reference(args, graph)
+    reference, omap, label = reference_session(graph, args.against)
     samples = feed_samples(graph, resolve_inputs(args, graph))
     progress = None
     if not args.quiet:
@@ -80,15 +65,13 @@ def run(args) -> int:
                 console.print(f"{stage}: {k}/{n}", highlight=False)
     kw = dict(metric=args.metric, budget=args.budget, mode=args.mode, output_map=omap, progress=progress,
               reference_label=label)
-    if args.workers < 1:
-        raise InputError(f"--workers must be at least 1, got {args.workers}")
     if args.workers == 1:
         result = analyse(session, reference, samples, **kw)
     else:
         from ..sensitivity.parallel import WorkerPool
 
-        spec = {"model": args.model, "scheme": args.scheme, "against": None if args.against == "float32"
-                else args.against, "samples": samples, "metric": args.metric, "mode": args.mode, "output_map": omap}
+        spec = {"model": args.model, "scheme": args.scheme, "against": args.against, "samples": samples,
+                "metric": args.metric, "mode": args.mode, "output_map": omap}
         with WorkerPool(spec, args.workers) as pool:
             result = analyse(session, reference, samples, mapper=pool.mapper, **kw)
     src = find_scheme_file(args.scheme)

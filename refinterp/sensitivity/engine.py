@@ -270,6 +270,24 @@ def analyse(session: Session, reference: Session, samples: list[dict[str, np.nda
                        selected, current, skipped, overrides)
 
 
+def reference_session(graph, against: str = "float32") -> tuple[Session, dict[str, str] | None, str]:
+    """(reference Session, output map or None, label): the ``float32`` scheme on ``graph``, or a float
+    model file run in float32 with its outputs matched to ``graph``'s by name, else by position."""
+    if against == "float32":
+        return Session(graph, "float32"), None, "float32"
+    from ..loaders import load
+
+    fgraph = load(against)
+    if all(o in fgraph.outputs for o in graph.outputs):
+        omap = {o: o for o in graph.outputs}
+    elif len(fgraph.outputs) == len(graph.outputs):
+        omap = dict(zip(graph.outputs, fgraph.outputs))
+    else:
+        raise InputError(f"{against}: its outputs {fgraph.outputs} match neither the names nor the "
+                         f"number of the model's outputs {graph.outputs}")
+    return Session(fgraph, "float32"), omap, str(against)
+
+
 def fix_scheme(result: Sensitivity, extends: str) -> dict[str, Any]:
     """A scheme that ``extends`` the analysed one with the selected nodes in float."""
     return {"name": f"{result.scheme}-sensitivity", "extends": extends,

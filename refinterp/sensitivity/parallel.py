@@ -14,10 +14,11 @@ def _init(spec: dict[str, Any]) -> None:
     global _EV
     from .. import Session, load
     from ..settings import apply_numba_threads
+    from .engine import reference_session
 
     apply_numba_threads()
     graph = load(spec["model"])
-    reference = Session(load(spec["against"]) if spec["against"] else graph, "float32")
+    reference = reference_session(graph, spec["against"])[0]
     _EV = Evaluator(Session(graph, spec["scheme"]), reference, spec["samples"], spec["metric"], spec["mode"],
                     spec["output_map"])
 
@@ -28,7 +29,7 @@ def _task(job):
 
 class WorkerPool:
     """``with WorkerPool(spec, n) as pool: analyse(..., mapper=pool.mapper)``.  ``spec``: model path,
-    scheme (name or path), against (None: float32 on the model; or a float model path), samples,
+    scheme (name or path), against ("float32" or a float model path), samples,
     metric, mode, output_map."""
 
     def __init__(self, spec: dict[str, Any], workers: int):
