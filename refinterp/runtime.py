@@ -10,7 +10,7 @@ import numpy as np
 from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
 from .errors import InputError, ModelError, RefinterpError, ResourceError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
-from .kernels.fused import apply_activation
+from .kernels.float.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
 from .schemes import Scheme, load_scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Node
-from ..kernels._spatial import pad_channels_last, resolve_window, window_offsets
+from ..kernels.spatial import pad_channels_last, resolve_window, window_offsets
 
 ACC_OPS = ("Conv", "DepthwiseConv", "FullyConnected", "BatchMatMul")
 

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ir import Graph, Node, QuantParams, TensorInfo
-from ..kernels._spatial import resolve_window
+from ..kernels.spatial import resolve_window
 
 
 def qtensor(name: str, shape: Sequence[int], dtype: str, scale: Any, zero_point: Any = 0,

@@ -389,7 +389,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "READ_VARIABLE": _plain("ReadVariable"), "ASSIGN_VARIABLE": _plain("AssignVariable"),
     "DENSIFY": _plain("Identity"),
     "RFFT2D": _plain("RFFT2D"), "COMPLEX_ABS": _plain("ComplexAbs"), "REAL": _plain("Real"), "IMAG": _plain("Imag"),  # its sparse constant input is densified by the loader (tflite_sparse.py)
-    # index / generator ops (refinterp/kernels/index_ops.py)
+    # index / generator ops (refinterp/kernels/float/index.py)
     "GATHER_ND": _plain("GatherND"), "RANGE": _plain("Range"), "FILL": _plain("Fill"),
     "ZEROS_LIKE": _plain("ZerosLike"), "REVERSE_V2": _plain("Reverse"),
     "BROADCAST_ARGS": _plain("BroadcastArgs"),

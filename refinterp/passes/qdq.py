@@ -27,7 +27,7 @@ not blocked, the weight used by that DQ only, no int8/uint8 QuantizeLinear after
 QuantizeLinear at all when its output is also a graph output -- becomes
 ``MatMulNBits`` (bits 8, block 32, accuracy level 4: A quantized to int8 per block).  The node stays ``MatMul`` with the weight's stored integers
 as input 1 (its quantization set from the DQ), ``source_op`` ``"QDQ:MatMulNBits"`` and the
-attribute ``dq_weight = 1`` (kernels/ort_float_matmul.py).  Left alone (as measured on onnxruntime
+attribute ``dq_weight = 1`` (kernels/onnxruntime/float_matmul.py).  Left alone (as measured on onnxruntime
 1.32.0): 4-bit per-column weights, an explicit DQ axis of -1; not modelled yet: ORT also rewrites a
 float Gemm (alpha 1, no transposes) this way.
 """

@@ -55,8 +55,8 @@ OP (also the value of a ``nodes:`` entry)::
                                      # (e.g. AveragePool raw_q_average, Sigmoid lut | fixed_point)
     requires_equal_params: bool      # data-movement ops and pools: the backend refuses (ModelError at
                                      # Session build) a node whose quantized input and output params
-                                     # differ, instead of copying codes (kernels/shape_quant.py; pools:
-                                     # kernels/qpool.py, scales within 1e-6)
+                                     # differ, instead of copying codes (kernels/int/shape_quant.py; pools:
+                                     # kernels/tflite/ref/pool.py, scales within 1e-6)
     refuse_dtypes: {dtype: reason}   # the backend has no kernel for this op when its first input
                                      # has that dtype: refused when the Session is built
                                      # (UnsupportedOpError naming node, op, dtype and the reason)

@@ -1,6 +1,6 @@
 """Float Sigmoid / Tanh of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime, bit for bit.
 
-MLAS evaluates both with FMA3 rational approximations (kernels/ort_float_activation.py); NumPy's
+MLAS evaluates both with FMA3 rational approximations (kernels/onnxruntime/float_activation.py); NumPy's
 transcendentals differ in ~60% of float32 results, enough to flip a 16-bit QuantizeLinear after a
 QDQ activation.  Inputs: the clamp regions (|x| beyond 9 / 18), tiny values, signed zeros, and a
 dense sweep of normal values.
@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
-from refinterp.kernels.ort_float_activation import mlas_sigmoid, mlas_tanh  # noqa: E402
+from refinterp.kernels.onnxruntime.float_activation import mlas_sigmoid, mlas_tanh  # noqa: E402
 
 
 def _inputs() -> np.ndarray:

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
 from refinterp.dumps.capture import capture  # noqa: E402
-from refinterp.kernels.ort_float_sgemm import segments, stride_k  # noqa: E402
+from refinterp.kernels.onnxruntime.float_sgemm import segments, stride_k  # noqa: E402
 
 F = TensorProto.FLOAT
 

@@ -1,6 +1,6 @@
 """Float Softmax of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime, bit for bit.
 
-ORT's CPU Softmax runs MLAS's exp polynomial and 16-lane sums (kernels/ort_float_softmax.py); NumPy's
+ORT's CPU Softmax runs MLAS's exp polynomial and 16-lane sums (kernels/onnxruntime/float_softmax.py); NumPy's
 exp and sum differ by an ulp often enough to flip a 16-bit QuantizeLinear after a QDQ Softmax.
 Sweeps: row lengths below, at and around the 16 / 48 lane blocks, every axis, large spreads (the
 clamp at -88.38 and subnormal exponentials), constant rows, and a whole-model Session run.
@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
-from refinterp.kernels.ort_float_softmax import mlas_softmax  # noqa: E402
+from refinterp.kernels.onnxruntime.float_softmax import mlas_softmax  # noqa: E402
 
 
 def _model(shape, axis):

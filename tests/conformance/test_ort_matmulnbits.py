@@ -1,5 +1,5 @@
 """onnxruntime 1.32's DQ -> MatMulNBits rewrite (pass ``dq_matmul_nbits``) and its 8-bit CompInt8
-arithmetic model (kernels/ort_float_matmul.py) vs onnxruntime.
+arithmetic model (kernels/onnxruntime/float_matmul.py) vs onnxruntime.
 
 * Which MatMuls ORT rewrites is checked exactly against ORT's optimized graph for every case the pass
   decides on (8-bit Q after it, 16-bit Q after it, per-tensor / per-column, with and without zero

@@ -8,7 +8,7 @@
   refinterp raises ModelError at Session build), int16 zero points must be 0 and codes are copied
   whatever the scales, uint8 rescales (LiteRT only: TFLM has no uint8 CONCATENATION).
 * Data-movement ops whose input and output params differ: codes copied, output params ignored
-  (refinterp/kernels/shape_quant.py); LiteRT EXPAND_DIMS / PACK / UNPACK / MIRROR_PAD refuse in Prepare while
+  (refinterp/kernels/int/shape_quant.py); LiteRT EXPAND_DIMS / PACK / UNPACK / MIRROR_PAD refuse in Prepare while
   TFLM copies.
 """
 from __future__ import annotations

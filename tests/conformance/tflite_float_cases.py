@@ -333,7 +333,7 @@ def m_small_net(rng):
     return b, [x], [y], {"input": f32(rng, 1, 8, 8, 3, lo=-2, hi=2)}
 
 
-# index / generator / comparison ops real models use (refinterp/kernels/index_ops.py)
+# index / generator / comparison ops real models use (refinterp/kernels/float/index.py)
 CASES["gather_nd"] = with_const("GATHER_ND", (4, 5, 3), [("idx", np.array([[1, 2], [3, 0], [0, 4]], np.int32))],
                                 (3, 3))
 CASES["cumsum_exclusive_reverse"] = with_const("CUMSUM", (3, 6), [("axis", i32(1))], (3, 6),

@@ -1,4 +1,4 @@
-"""The fused DepthwiseConv fast path (fast/qdepthwise_fast.py + dw_fused.py + dw_fused.py) equals
+"""The fused DepthwiseConv fast path (kernels/tflite/ref/depthwise_fast.py + dw_fused.py + dw_fused.py) equals
 (``array_equal``) an independent NumPy reference built from the same plan: float64 cell sums of
 (x - zx) * (w - zw), + bias, int32 wrap/saturate, ``Requant``.
 
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels.fast import dw_fused, qdepthwise_fast
-from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
+from refinterp.kernels.tflite.ref import depthwise_fused as dw_fused
+from refinterp.kernels.tflite.ref import depthwise_fast as qdepthwise_fast
+from refinterp.kernels.tflite.ref.depthwise_fast import fast_depthwise
 from refinterp.kernels.registry import PrepareContext, lookup
 
 from test_fast_kernels import _numpy_qconv  # the same NumPy reference (cell-loop sums, int64)
@@ -200,7 +201,7 @@ def test_parallel_driver_equals_serial(monkeypatch):
 def test_mbqm_pot_equals_reference_rounding():
     """The one-shift double / upward form against requant.py's two-step loop on int32 extremes,
     ties and every right shift 0..31."""
-    from refinterp.kernels.fast.requant import _fused_srdhm
+    from refinterp.kernels.tflite.ref.requant_fast import _fused_srdhm
 
     C = 64
     M = RNG.integers(1 << 30, 1 << 31, C).astype(np.int64)

@@ -14,12 +14,17 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels import (opt_elementwise, opt_misc, qelementwise, qreduce, qreduce_fast, qsoftmax,
-                               xnn_elementwise)
-from refinterp.kernels.fast import fixed_forms as ff
-from refinterp.kernels.fast.qadd import fast_add_sub, fast_opt_add, fast_xnn_add
-from refinterp.kernels.fast.qmean_fast import fast_reduce
-from refinterp.kernels.fast.qsoftmax_fast import fast_softmax
+from refinterp.kernels.tflite.optimized import elementwise as opt_elementwise
+from refinterp.kernels.tflite.optimized import misc as opt_misc
+from refinterp.kernels.tflite.ref import elementwise as qelementwise
+from refinterp.kernels.tflite.ref import reduce as qreduce
+from refinterp.kernels.tflite.optimized import reduce as qreduce_fast
+from refinterp.kernels.tflite.ref import softmax as qsoftmax
+from refinterp.kernels.tflite.xnnpack import elementwise as xnn_elementwise
+from refinterp.quant import fixedpoint_nb as ff
+from refinterp.kernels.tflite.ref.elementwise_fast import fast_add_sub, fast_opt_add, fast_xnn_add
+from refinterp.kernels.tflite.ref.reduce_fast import fast_reduce
+from refinterp.kernels.tflite.ref.softmax_fast import fast_softmax
 from refinterp.kernels.registry import PrepareContext, lookup
 from refinterp.quant.fixedpoint import rdbp, srdhm
 from refinterp.quant.requant import requantize
@@ -250,7 +255,7 @@ def test_softmax_int16(sx, beta, shape, variant, monkeypatch):
 
 
 def test_reciprocal_equals_gemmlowp():
-    from refinterp.kernels.fast.qsoftmax_fast import _reciprocal
+    from refinterp.kernels.tflite.ref.softmax_fast import _reciprocal
     from refinterp.quant import gemmlowp
 
     totals = np.concatenate([[1, 2, 3, 4095, 4096, 4097, (1 << 19), (1 << 30) - 1, 1 << 30, (1 << 31) - 1],

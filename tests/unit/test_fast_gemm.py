@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels import conv_transpose as ftconv
-from refinterp.kernels.fast.qconv_fast import fast_conv
-from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
-from refinterp.kernels.fast.qmatmul_fast import fast_bmm, fast_fc
-from refinterp.kernels.fast.requant import conv_finish
+from refinterp.kernels.float import conv_transpose as ftconv
+from refinterp.kernels.tflite.ref.conv_fast import fast_conv
+from refinterp.kernels.tflite.ref.depthwise_fast import fast_depthwise
+from refinterp.kernels.tflite.ref.matmul_fast import fast_bmm, fast_fc
+from refinterp.kernels.tflite.ref.requant_fast import conv_finish
 from refinterp.kernels.registry import PrepareContext, lookup
 from refinterp.quant.params import accumulate_overflow
 from refinterp.quant.requant import Rounding
@@ -206,7 +206,7 @@ def test_xnn_transpose_conv_requantizes_on_the_fast_path():
 def test_fast_fc_integer_dot_path(rows, dt, zx, wdt, zw):
     """<= 8 rows: int32 dot products over int8 (|w - zw| <= 127) or int16 weights; 9 rows: the
     float32 GEMM; both equal the reference, inputs at the far end of the range included."""
-    from refinterp.kernels.fast.qmatmul_fast import _fc_prep
+    from refinterp.kernels.tflite.ref.matmul_fast import _fc_prep
 
     K = 700
     x = _x((rows, K), dt)
@@ -223,7 +223,7 @@ def test_fast_fc_integer_dot_path(rows, dt, zx, wdt, zw):
 
 
 def test_fast_fc_integer_dot_declines_when_int32_could_wrap():
-    from refinterp.kernels.fast.qmatmul_fast import _fc_prep
+    from refinterp.kernels.tflite.ref.matmul_fast import _fc_prep
 
     x = _x((1, 70000))  # 255 * 70000 * 127 > 2^31: the float GEMM path (chunked) instead
     w = np.full((2, 70000), 127, np.int8)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels import conv as fconv
-from refinterp.kernels._spatial import ints, resolve_window
-from refinterp.kernels.fast.qconv_fast import fast_conv
-from refinterp.kernels.fast.qdepthwise_fast import fast_depthwise
-from refinterp.kernels.fast.requant import fused_requant
+from refinterp.kernels.float import conv as fconv
+from refinterp.kernels.spatial import ints, resolve_window
+from refinterp.kernels.tflite.ref.conv_fast import fast_conv
+from refinterp.kernels.tflite.ref.depthwise_fast import fast_depthwise
+from refinterp.kernels.tflite.ref.requant_fast import fused_requant
 from refinterp.kernels.registry import PrepareContext, lookup
 from refinterp.quant.fixedpoint import wrap_int32
 from refinterp.quant.params import Requant, accumulate_overflow
@@ -204,7 +204,7 @@ def test_fast_conv_long_k_chunks_and_int16():
 def test_fast_conv_column_l1_bound_one_float32_gemm():
     """K = 3*3*160 = 1440 but every output column's sum of |w| is at most (2^24 - 1) // 255, so any
     partial sum stays below 2^24: one float32 GEMM, exact even with the inputs at the far end."""
-    from refinterp.kernels.fast.qconv_fast import _conv_prep
+    from refinterp.kernels.tflite.ref.conv_fast import _conv_prep
 
     cap = ((1 << 24) - 1) // 255
     w = np.zeros((5, 3, 3, 160), np.int8)
@@ -226,7 +226,7 @@ def test_fast_conv_column_l1_bound_one_float32_gemm():
     prep = _conv_prep(plan, 160, x.dtype)
     assert prep[1] == np.float32 and prep[2] == 1440  # one chunk
     assert np.array_equal(fast_conv(plan, x), _numpy_qconv(plan, x))
-    from refinterp.kernels.fast.qconv_fast import _chunks
+    from refinterp.kernels.tflite.ref.conv_fast import _chunks
     assert _chunks(1440, np.dtype(np.int8), 127, 127.0, float(cap + 1))[1] < 1440  # one over: chunked
 
 
@@ -292,7 +292,7 @@ def _numpy_add_sub(p, a, b):
 @pytest.mark.parametrize("op", ["Add", "Sub"])
 @pytest.mark.parametrize("rounding", ["double", "upward", "single"])
 def test_fast_add_sub_equals_reference(case, op, rounding):
-    from refinterp.kernels.fast.qadd import fast_add_sub
+    from refinterp.kernels.tflite.ref.elementwise_fast import fast_add_sub
 
     dt, s1, z1, s2, z2, so, zo, act, (sha, shb) = case
     a, b = _x(sha, dt), _x(shb, dt)

@@ -1,5 +1,5 @@
 """The fast ONNX Runtime (MLAS) integer kernels (refinterp/kernels/fast/ort_*.py) equal
-(``array_equal``) the NumPy path of refinterp/kernels/ort_gemm.py they replace, and are taken.
+(``array_equal``) the NumPy path of refinterp/kernels/onnxruntime/gemm.py they replace, and are taken.
 
 Sweep: input / weight / output dtypes (u8, s8), zero points at both ends of their range, per-channel
 weight zero points, extreme codes, multipliers that make exact .5 ties (powers of two) and that
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refinterp.kernels import ort_gemm
-from refinterp.kernels.conv import ConvPlan
-from refinterp.kernels.fast.ort_conv import fast_ort_conv
-from refinterp.kernels.fast.ort_gemm import fast_ort_gemm
+from refinterp.kernels.onnxruntime import gemm as ort_gemm
+from refinterp.kernels.float.conv import ConvPlan
+from refinterp.kernels.onnxruntime.conv_fast import fast_ort_conv
+from refinterp.kernels.onnxruntime.gemm_fast import fast_ort_gemm
 
 RNG = np.random.default_rng(808)
 RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -132,7 +132,7 @@ def test_conv_f32_requant_rows(dw):
     """float32 bias rows are taken exactly where the bias is a float32 (2^24 + 1 is not), and a bias
     that is not a float32 changes the result if added in float32 (so the test can fail): at
     acc = 1, bias = 2^24 + 65537 is 128.5 + 2^-16 after * 2^-17 (-> 129); f32(bias) + 1 gives 128."""
-    from refinterp.kernels.fast.ort_conv import _prep
+    from refinterp.kernels.onnxruntime.conv_fast import _prep
 
     m = 6
     w = np.ones((m, 1, 1, 1), np.int8)
@@ -154,7 +154,7 @@ def test_conv_f32_requant_rows(dw):
 
 def test_conv_multi_chunk_ignores_f32_rows():
     """K long enough for several float32 chunks: the chunk sums stay float64 even for small bias."""
-    from refinterp.kernels.fast.ort_conv import _prep
+    from refinterp.kernels.onnxruntime.conv_fast import _prep
 
     w = _codes("int8", (5, 700, 1, 1))
     x = _codes("uint8", (1, 700, 3, 4))
@@ -169,7 +169,7 @@ def test_conv_multi_chunk_ignores_f32_rows():
 @pytest.mark.parametrize("shape", [(1, 7, 9, 10), (2, 5, 14, 14)])
 def test_depthwise_split_over_threads_equals_numpy(monkeypatch, parts, shape):
     """REFINTERP_THREADS > 1: planes split into blocks over Numba's threads, same result."""
-    from refinterp.kernels.fast import ort_dw
+    from refinterp.kernels.onnxruntime import depthwise_fast as ort_dw
 
     c = shape[1]
     w = _codes("int8", (c, 1, 3, 3))
@@ -210,7 +210,7 @@ def test_conv_not_covered_returns_none(what):
 # -- QLinearAdd (x86 FMA form) -----------------------------------------------------------------------
 
 def _add_plan(dt: str, shift: bool, scales, zps):
-    from refinterp.kernels import ort_elementwise as ew  # noqa: F401  (registers the kernel)
+    from refinterp.kernels.onnxruntime import elementwise as ew  # noqa: F401  (registers the kernel)
 
     lo, hi = (0, 255) if shift else RANGE[dt]
     (sa, sb, sc), (za, zb, zc) = scales, zps
@@ -225,7 +225,7 @@ ADD_SCALES = [(0.02, 0.03, 0.05), (0.5, 0.25, 0.5), (0.1, 0.1, 0.001), (1.0, 1.0
 @pytest.mark.parametrize("scales", ADD_SCALES)
 @pytest.mark.parametrize("zps", ["lo", "hi", "mixed"])
 def test_qladd_fast_equals_numpy(monkeypatch, dt, shift, scales, zps):
-    from refinterp.kernels import ort_elementwise as ew
+    from refinterp.kernels.onnxruntime import elementwise as ew
 
     lo, hi = (0, 255) if shift else RANGE[dt]
     z = {"lo": (lo, lo, lo), "hi": (hi, hi, hi), "mixed": (lo, hi, (lo + hi) // 2)}[zps]
@@ -239,7 +239,7 @@ def test_qladd_fast_equals_numpy(monkeypatch, dt, shift, scales, zps):
 
 
 def test_qladd_ties_and_broadcast_fallback(monkeypatch):
-    from refinterp.kernels import ort_elementwise as ew
+    from refinterp.kernels.onnxruntime import elementwise as ew
 
     # sa = sb = sc / 2 with zero zero points: t = (a + b) / 2 lands on .5 for every odd sum
     p = _add_plan("uint8", False, (0.25, 0.25, 0.5), (0, 0, 0))
@@ -259,7 +259,7 @@ def test_qladd_ties_and_broadcast_fallback(monkeypatch):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("scale", [0.5, 0.0123, 3e-8, 1e4])
 def test_quantize_fast_equals_numpy(monkeypatch, dt, zp_end, scale):
-    from refinterp.kernels import quantize_ops as qo
+    from refinterp.kernels.float import quantize as qo
 
     lo, hi = RANGE[dt]
     plan = {"axis": 1, "block": 0, "target": (np.dtype(dt).type, lo, hi), "precision": None}
@@ -278,7 +278,7 @@ def test_quantize_fast_equals_numpy(monkeypatch, dt, zp_end, scale):
 @pytest.mark.parametrize("dt", ["uint8", "int8"])
 @pytest.mark.parametrize("zp_end", ["lo", "hi", "none"])
 def test_dequantize_fast_equals_numpy(monkeypatch, dt, zp_end):
-    from refinterp.kernels import quantize_ops as qo
+    from refinterp.kernels.float import quantize as qo
 
     lo, hi = RANGE[dt]
     plan = {"axis": 1, "block": 0, "out": None}
@@ -296,7 +296,7 @@ def test_dequantize_fast_equals_numpy(monkeypatch, dt, zp_end):
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("with_zp", [True, False])
 def test_dequantize_per_axis_fast_equals_numpy(monkeypatch, dt, axis, with_zp):
-    from refinterp.kernels import quantize_ops as qo
+    from refinterp.kernels.float import quantize as qo
 
     lo, hi = RANGE[dt]
     x = _codes(dt, (3, 5, 4, 2))
@@ -362,7 +362,8 @@ def test_models_every_tensor_fast_equals_numpy(monkeypatch, name):
     from pathlib import Path
 
     import refinterp
-    from refinterp.kernels import ort_elementwise, quantize_ops
+    from refinterp.kernels.onnxruntime import elementwise as ort_elementwise
+    from refinterp.kernels.float import quantize as quantize_ops
 
     path = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / name
     g = refinterp.load(str(path))

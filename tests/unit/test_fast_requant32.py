@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refinterp.kernels.fast.requant import bias_array, fused_requant, fused_runner, overflow_mode, rq_arrays
+from refinterp.kernels.tflite.ref.requant_fast import bias_array, fused_requant, fused_runner, overflow_mode, rq_arrays
 from refinterp.quant.params import Requant, accumulate_overflow
 from refinterp.quant.requant import Rounding
 

@@ -45,11 +45,11 @@ def test_fast_path_is_bit_identical(model, tmp_path):
 
 COVERAGE = [  # (model, scheme, {kernel module attribute: op}) — every listed fast path must be taken
     ("refinterp/models/demo_int8.tflite", "tflite-xnnpack",
-     {"qconv.fast_conv": "Conv", "qconv.fast_depthwise": "DepthwiseConv", "qmatmul.fast_fc": "FullyConnected"}),
+     {"tflite.ref.conv:fast_conv": "Conv", "tflite.ref.conv:fast_depthwise": "DepthwiseConv", "tflite.ref.matmul:fast_fc": "FullyConnected"}),
     ("tests/fixtures/tflite/attention_block_int8.tflite", "tflite-xnnpack",
-     {"qmatmul.fast_fc": "FullyConnected", "qmatmul.fast_bmm": "BatchMatMul"}),
+     {"tflite.ref.matmul:fast_fc": "FullyConnected", "tflite.ref.matmul:fast_bmm": "BatchMatMul"}),
     ("tests/fixtures/tflite/attention_block_int8.tflite", "tflite-reference",
-     {"qmatmul.fast_fc": "FullyConnected", "qmatmul.fast_bmm": "BatchMatMul"}),
+     {"tflite.ref.matmul:fast_fc": "FullyConnected", "tflite.ref.matmul:fast_bmm": "BatchMatMul"}),
 ]
 
 
@@ -63,7 +63,7 @@ def test_fast_paths_are_taken(model, scheme, paths, monkeypatch):
 
     taken: dict[str, list] = {}
     for attr in paths:
-        mod_name, fn_name = attr.split(".")
+        mod_name, fn_name = attr.split(":")
         mod = importlib.import_module(f"refinterp.kernels.{mod_name}")
         if not getattr(mod, "_FAST"):
             pytest.fail("REFINTERP_FAST_KERNELS=0 in the test environment")

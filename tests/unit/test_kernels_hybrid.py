@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refinterp.kernels.hybrid_quant import asymmetric_rows, symmetric_rows
-from refinterp.kernels.hybrid_xnn import fma_f32, qd8_rows
+from refinterp.kernels.tflite.hybrid.quantize import asymmetric_rows, symmetric_rows
+from refinterp.kernels.tflite.hybrid.xnnpack import fma_f32, qd8_rows
 
 F32 = np.float32
 JUST_BELOW_HALF = F32(0.49999997)  # 0.5 - 2^-25

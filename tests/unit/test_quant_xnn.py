@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refinterp.kernels.opt_elementwise import _fivefold, _vector_mask
+from refinterp.kernels.tflite.optimized.elementwise import _fivefold, _vector_mask
 from refinterp.quant import xnn
 
 

@@ -1,0 +1,147 @@
+"""Float normalizations: BatchNormalization, LayerNormalization, InstanceNormalization,
+LpNormalization, LRN (ONNX formula) and L2Normalization (TFLite).
+
+Statistics are computed in float32 (float64 for float64 inputs; LayerNormalization follows
+``stash_type``: 1 = float32, else the input's dtype); float16 inputs are rounded once at the end.
+The channel axis is 1 for ``layout`` NCHW (ONNX default) and -1 for NHWC.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..spatial import compute_dtype, out_dtype
+from ..registry import kernel
+
+
+def _channel_axis(plan, x) -> int:
+    return x.ndim - 1 if plan.get("layout") == "NHWC" else min(1, x.ndim - 1)
+
+
+def _per_channel(v, cdt, ndim: int, axis: int) -> np.ndarray:
+    shape = [1] * ndim
+    shape[axis] = -1
+    return np.asarray(v, dtype=cdt).reshape(shape)
+
+
+def _prepare_bn(node, ctx):
+    a = node.attrs
+    return {"epsilon": float(a.get("epsilon", 1e-5)), "momentum": float(a.get("momentum", 0.9)),
+            "training_mode": int(a.get("training_mode", 0)), "layout": a.get("layout") or "NCHW"}
+
+
+@kernel("BatchNormalization", "float", prepare=_prepare_bn)
+def batch_normalization(plan, x, scale, bias, mean, var):
+    """y = (x - mean) / sqrt(var + eps) * scale + bias.
+
+    training_mode=1: mean/var are the batch statistics (population variance over every axis but
+    the channel one) and the outputs add running_mean/var = stored * momentum + batch * (1 - momentum).
+    """
+    cdt = compute_dtype(x)
+    ax = _channel_axis(plan, x)
+    xc = x.astype(cdt, copy=False)
+    pc = (lambda v: _per_channel(v, cdt, x.ndim, ax))
+    eps = cdt.type(plan["epsilon"])
+    if plan["training_mode"]:
+        red = tuple(i for i in range(x.ndim) if i != ax)
+        bmean = xc.mean(axis=red)
+        bvar = xc.var(axis=red)
+        y = (xc - pc(bmean)) / np.sqrt(pc(bvar) + eps) * pc(scale) + pc(bias)
+        m = cdt.type(plan["momentum"])
+        rm = np.asarray(mean, cdt) * m + bmean * (1 - m)
+        rv = np.asarray(var, cdt) * m + bvar * (1 - m)
+        od = out_dtype(x)
+        return y.astype(od), rm.astype(np.asarray(mean).dtype), rv.astype(np.asarray(var).dtype)
+    y = (xc - pc(mean)) / np.sqrt(pc(var) + eps) * pc(scale) + pc(bias)
+    return y.astype(out_dtype(x), copy=False)
+
+
+def _prepare_ln(node, ctx):
+    a = node.attrs
+    return {"axis": int(a.get("axis", -1)), "epsilon": float(a.get("epsilon", 1e-5)),
+            "stash_type": int(a.get("stash_type", 1)),
+            "n_outputs": len(node.outputs)}
+
+
+@kernel("LayerNormalization", "float", prepare=_prepare_ln)
+def layer_normalization(plan, x, scale, bias=None):
+    """Normalize over axes [axis, rank); outputs Y and, when asked, Mean and InvStdDev
+    (shape x.shape[:axis] + 1s, in the stash type)."""
+    axis = plan["axis"] % x.ndim
+    cdt = np.dtype(np.float32) if plan["stash_type"] == 1 and x.dtype != np.float64 else compute_dtype(x)
+    if plan["stash_type"] != 1 and x.dtype == np.float16:
+        cdt = np.dtype(np.float16)
+    xc = x.astype(cdt, copy=False)
+    red = tuple(range(axis, x.ndim))
+    mean = xc.mean(axis=red, keepdims=True)
+    d = xc - mean
+    var = (d * d).mean(axis=red, keepdims=True)
+    inv = (1 / np.sqrt(var + cdt.type(plan["epsilon"]))).astype(cdt)
+    y = d * inv * np.asarray(scale, cdt)
+    if bias is not None:
+        y = y + np.asarray(bias, cdt)
+    y = y.astype(out_dtype(x), copy=False)
+    if plan["n_outputs"] > 1:
+        return y, mean, inv
+    return y
+
+
+@kernel("InstanceNormalization", "float")
+def instance_normalization(plan, x, scale, bias):
+    """Per (n, c): (x - mean) / sqrt(var + eps) * scale[c] + bias[c] over the spatial axes."""
+    cdt = compute_dtype(x)
+    ax = _channel_axis(plan, x)
+    xc = x.astype(cdt, copy=False)
+    red = tuple(i for i in range(1, x.ndim) if i != ax)
+    mean = xc.mean(axis=red, keepdims=True)
+    var = ((xc - mean) ** 2).mean(axis=red, keepdims=True)
+    eps = cdt.type(float(plan.get("epsilon", 1e-5)))
+    y = (xc - mean) / np.sqrt(var + eps) * _per_channel(scale, cdt, x.ndim, ax) \
+        + _per_channel(bias, cdt, x.ndim, ax)
+    return y.astype(out_dtype(x), copy=False)
+
+
+@kernel("LpNormalization", "float")
+def lp_normalization(plan, x):
+    """x / ||x||_p along ``axis`` (p = 1 or 2, no epsilon); a zero vector stays 0 (ONNX's own test data)."""
+    cdt = compute_dtype(x)
+    axis = int(plan.get("axis", -1))
+    p = int(plan.get("p", 2))
+    xc = x.astype(cdt, copy=False)
+    if p == 1:
+        norm = np.abs(xc).sum(axis=axis, keepdims=True)
+    else:
+        norm = np.sqrt((xc * xc).sum(axis=axis, keepdims=True))
+    return (xc / np.where(norm == 0, cdt.type(1), norm)).astype(out_dtype(x), copy=False)
+
+
+@kernel("LRN", "float")
+def lrn(plan, x):
+    """ONNX LRN: y = x / (bias + alpha/size * sum_{c' in [c - (size-1)//2, c + ceil((size-1)/2)]} x^2)^beta."""
+    cdt = compute_dtype(x)
+    size = int(plan["size"])
+    alpha = float(plan.get("alpha", 1e-4))
+    beta = float(plan.get("beta", 0.75))
+    bias = float(plan.get("bias", 1.0))
+    ax = _channel_axis(plan, x)
+    xc = np.moveaxis(x.astype(cdt, copy=False), ax, -1)
+    sq = xc * xc
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    c = xc.shape[-1]
+    padded = np.pad(sq, [(0, 0)] * (sq.ndim - 1) + [(lo, hi)])
+    ssum = np.zeros_like(sq)
+    for k in range(lo + hi + 1):
+        ssum += padded[..., k:k + c]
+    y = xc / (cdt.type(bias) + cdt.type(alpha / size) * ssum) ** cdt.type(beta)
+    return np.moveaxis(y, -1, ax).astype(out_dtype(x), copy=False)
+
+
+@kernel("L2Normalization", "float")
+def l2_normalization(plan, x):
+    """TFLite L2_NORMALIZATION float: y = x / max(sqrt(sum x^2), 1e-6) along the last axis
+    (reference_ops / optimized_ops: epsilon applies to the norm, not to the squared sum)."""
+    cdt = compute_dtype(x)
+    axis = int(plan.get("axis", -1))
+    eps = cdt.type(float(plan.get("epsilon", 1e-6)))
+    xc = x.astype(cdt, copy=False)
+    norm = np.maximum(np.sqrt((xc * xc).sum(axis=axis, keepdims=True)), eps)
+    return (xc / norm).astype(out_dtype(x), copy=False)

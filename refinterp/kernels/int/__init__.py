@@ -1,0 +1,2 @@
+"""Backend-independent integer kernels (variant ``int``): data movement that copies stored codes."""
+from . import shape, shape_pad, shape_slice  # noqa: F401

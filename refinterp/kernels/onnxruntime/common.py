@@ -1,0 +1,45 @@
+"""Registration helper of the ONNX Runtime integer kernels (``ort``/``onnx_ref`` variants).
+
+In ONNX graphs the same canonical op appears both quantized (QOperator ops, fused QDQ units) and in
+float (ops left between DequantizeLinear and QuantizeLinear).  A kernel registered with
+``ort_kernel`` runs its integer maths when the node's first input or first output is a quantized
+integer tensor, and otherwise hands the node (``registry.Delegate``) to the op's ``int`` kernel
+(non-quantized integer inputs, when registered) or ``float`` kernel, so a scheme listing ``ort``
+first still runs float nodes in float32 and shape arithmetic exactly, and the session reports
+(and dequantizes / applies fused activations for) them as the kernel that runs them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..registry import _REGISTRY, Delegate, kernel
+
+
+def is_quantized(t) -> bool:
+    return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
+
+
+def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
+    """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "float")``."""
+    def deco(run):
+        def prep(node, ctx):
+            first_in = ctx.inputs[0] if ctx.inputs else None
+            first_out = ctx.outputs[0] if ctx.outputs else None
+            if is_quantized(first_in) or is_quantized(first_out):
+                return prepare(node, ctx)
+            # non-quantized integer data (shapes, indices): the generic ``int`` kernel when there is one
+            integer = first_in is not None and first_in.dtype and np.dtype(first_in.dtype).kind in "iub"
+            fk = _REGISTRY.get((op, "int")) if integer else None
+            fk = fk or _REGISTRY[(op, "float")]
+            return Delegate(fk, fk.prepare(node, ctx))
+
+        def dispatch(plan, *args):
+            if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
+                return plan.kernel.run(plan.plan, *args)
+            return run(plan, *args)
+
+        kernel(op, variants, prepare=prep)(dispatch)
+        return run
+    return deco

@@ -1,0 +1,102 @@
+"""MatMul variant ``ort_float``: ONNX Runtime 1.32 CPU ``MatMulNBits`` with 8-bit weights, as the
+``dq_matmul_nbits`` pass (passes/qdq.py) makes it from DQ(int8/uint8 constant weight) -> MatMul.
+
+What ORT 1.32.0 does (measured on x86-64 AVX-512 VNNI; session defaults block_size 32,
+accuracy_level 4): the weight is prepacked and the product takes MLAS's CompInt8 path, i.e. the float
+activation A is quantized per row and per 32-element block of K:
+
+    amax = max |a| over the block (float32);  sa = f32(amax / 127)
+    q    = round_half_even(f32(a * f32(127 / amax)))   (0 when amax == 0)
+
+and, with B stored as uint8 codes bu (int8 weights + 128, zero point + 128),
+
+    y = f32( sum_blocks f32(sa * sb) * dot(q, bu)  +  sum_blocks f32(sa * sum(q)) * f32(-sb * zpu) )
+
+(the second sum is MLAS's block-sum correction for the zero point, an SGEMM added to C).  The
+quantization of A and the integer dot products are exact and match ORT's values; the order in which
+MLAS reduces the per-lane float partial products is NOT yet reproduced, so outputs can differ from
+ORT's by a few float32 ulps (tests/conformance/test_ort_matmulnbits.py measures the bound).  This
+kernel is therefore an arithmetic model, not a bit-exact one; the scheme says so.
+
+Quantized MatMul nodes run the ``ort`` kernel; other float MatMuls the ``float`` kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .common import is_quantized
+from ..registry import _REGISTRY, Delegate, kernel
+
+VARIANT = "ort_float"
+BLOCK = 32  # ORT's default session.qdq_matmulnbits_block_size
+_F32 = np.float32
+
+
+@dataclass(frozen=True)
+class OrtNBitsMatMulPlan:
+    name: str
+    bu: np.ndarray   # (blocks, BLOCK, N) int64: uint8 weight codes, K padded with zeros
+    sb: np.ndarray   # (N,) float32 scale per column
+    nzs: np.ndarray  # (N,) float32: f32(-sb * zpu), the block-sum factor of the zero point
+    k: int
+
+    def describe(self) -> dict:
+        return {"executed_by": "MatMulNBits 8-bit CompInt8 model (A int8 per 32-block; float order approximate)",
+                "block_size": BLOCK, "K": self.k, "N": int(self.sb.size)}
+
+
+def _prepare(node, ctx):
+    if node.attrs.get("dq_weight"):
+        info = ctx.inputs[1]
+        w = np.asarray(info.const)
+        k, n = w.shape
+        shift = 128 if w.dtype == np.int8 else 0
+        qp = info.quant
+        sb = np.broadcast_to(np.asarray(qp.scale, _F32).ravel(), (n,)).astype(_F32)
+        zpu = np.broadcast_to(np.asarray(qp.zero_point, np.int64).ravel(), (n,)) + shift
+        nb = -(-k // BLOCK)
+        bu = np.zeros((nb * BLOCK, n), np.int64)
+        bu[:k] = w.astype(np.int64) + shift
+        nzs = (-sb.astype(np.float64) * zpu).astype(_F32)  # one rounding: zpu is a small integer
+        return OrtNBitsMatMulPlan(node.name, bu.reshape(nb, BLOCK, n), sb, nzs, k)
+    if any(is_quantized(t) for t in ctx.inputs) or any(is_quantized(t) for t in ctx.outputs):
+        kk = _REGISTRY[("MatMul", "ort")]
+    else:
+        kk = _REGISTRY[("MatMul", "float")]
+    return Delegate(kk, kk.prepare(node, ctx))
+
+
+def quantize_a_blocks(a2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """MLAS QuantizeARow_CompInt8: (q (M, blocks, BLOCK) int64, sa (M, blocks) float32)."""
+    m = a2.shape[0]
+    nb = -(-k // BLOCK)
+    ap = np.zeros((m, nb * BLOCK), _F32)
+    ap[:, :k] = a2
+    ab = ap.reshape(m, nb, BLOCK)
+    amax = np.max(np.abs(ab), axis=2)
+    sa = (amax / _F32(127)).astype(_F32)
+    safe = np.where(amax == 0, _F32(1), amax)
+    inv = np.where(amax != 0, (_F32(127) / safe).astype(_F32), _F32(0)).astype(_F32)
+    q = np.rint((ab * inv[..., None]).astype(_F32)).astype(np.int64)  # RNE, |q| <= 127
+    return np.clip(q, -128, 127), sa
+
+
+@kernel("MatMul", VARIANT, prepare=_prepare)
+def ort_nbits_matmul(plan, a, b=None):
+    if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
+        return plan.kernel.run(plan.plan, a, b)
+    a = np.asarray(a, _F32)
+    lead = a.shape[:-1]
+    q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)
+    dot = np.einsum("mbk,bkn->mbn", q, plan.bu)                       # exact (|.| < 2^23)
+    cs = (sa[:, :, None] * plan.sb[None, None, :]).astype(_F32)       # f32(sa * sb)
+    asum = (sa * q.sum(axis=2).astype(_F32)).astype(_F32)             # f32(sa * sum(q))
+    acc = np.zeros((q.shape[0], plan.sb.size), np.float64)
+    cor = np.zeros_like(acc)
+    for blk in range(q.shape[1]):  # FMA chains over blocks (float64 products are exact)
+        acc = (dot[:, blk].astype(np.float64) * cs[:, blk].astype(np.float64) + acc).astype(_F32).astype(np.float64)
+        cor = (asum[:, blk, None].astype(np.float64) * plan.nzs.astype(np.float64) + cor).astype(_F32).astype(np.float64)
+    y = (cor + acc).astype(_F32)
+    return y.reshape(lead + (plan.sb.size,))

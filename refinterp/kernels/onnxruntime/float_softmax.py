@@ -1,0 +1,115 @@
+"""Softmax variant ``ort_float``: ONNX Runtime CPU float32 Softmax as MLAS computes it on x86-64 with
+AVX-512F (``MlasComputeSoftmax``: onnxruntime/core/mlas/lib/compute.cpp, the exp constants
+``MlasExpConstants``; x86_64/SoftmaxKernelAvx512F.S ``MlasComputeSumExpF32KernelAvx512F``).
+
+Numeric contract, per row of D values along the softmax axis (float32 throughout, every
+``fma`` a single rounding):
+
+* ``x' = max(x + (-max(x)), -103.9720840454)`` (the AVX-512F kernel loads LowerRange, not the
+  narrower LowerRangeSumExp of the generic kernel);
+* ``b = fma(x', 1/ln2, 1.5 * 2^23)``, ``m = b - 1.5 * 2^23`` (round to nearest integer);
+  ``r = fma(m, -ln2_hi, x')``, ``r = fma(m, -ln2_lo, r)``;
+* ``p = poly_0``, then ``p = fma(p, r, c)`` for c in poly_1..poly_4, 1, 1 (Horner, 6 steps);
+  ``e = p * 2^m`` (vscalefps: one rounding);
+* the sum: 16 float32 lanes, element i added to lane i mod 16 in index order (blocks of 48 then
+  16, masked tail); then lanes (i + 8) + i for i < 8, then ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7));
+* ``y = e * f32(1 / sum)``.
+
+Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_softmax.py).  Quantized
+Softmax nodes run the ``ort`` kernel; other formats / dtypes the ``float`` kernel.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .common import is_quantized
+from .float_sgemm import _fma32
+from ..registry import _REGISTRY, Delegate, kernel
+
+VARIANT = "ort_float"
+_F = np.float32
+# MlasExpConstants (compute.cpp)
+_LOWER = _F(-103.9720840454)  # LowerRange: the AVX-512F kernel clamps here (vscalefps reaches subnormals)
+_BIAS = _F(12582912.0)  # MLAS_ROUNDING_BIAS_MAGIC, 1.5 * 2^23
+_LOG2R = _F(1.44269504088896341)
+_LOG2HI = _F(-6.93145752e-1)
+_LOG2LO = _F(-1.42860677e-6)
+_POLY = np.array([float.fromhex("0x1.694000p-10"), float.fromhex("0x1.125edcp-7"),
+                  float.fromhex("0x1.555b5ap-5"), float.fromhex("0x1.555450p-3"),
+                  float.fromhex("0x1.fffff6p-2"), 1.0, 1.0], _F)
+
+
+@numba.njit(cache=True)
+def _rows(x, out, lower, bias, log2r, log2hi, log2lo, poly):  # pragma: no cover - compiled
+    n_rows, d = x.shape
+    lanes = np.empty(16, np.float32)
+    for r in range(n_rows):
+        row = x[r]
+        mx = row[0]
+        for i in range(1, d):
+            if row[i] > mx:
+                mx = row[i]
+        neg = -mx
+        for j in range(16):
+            lanes[j] = np.float32(0.0)
+        for i in range(d):
+            v = np.float32(row[i] + neg)
+            if v < lower:
+                v = lower
+            b = _fma32(v, log2r, bias)
+            m = np.float32(b - bias)
+            v = _fma32(m, log2hi, v)
+            v = _fma32(m, log2lo, v)
+            p = poly[0]
+            for c in range(1, 7):
+                p = _fma32(p, v, poly[c])
+            e = np.float32(np.float64(p) * 2.0 ** np.float64(m))  # exact product, one rounding
+            out[r, i] = e
+            lanes[i % 16] = np.float32(lanes[i % 16] + e)
+        a0 = np.float32(lanes[8] + lanes[0])
+        a1 = np.float32(lanes[9] + lanes[1])
+        a2 = np.float32(lanes[10] + lanes[2])
+        a3 = np.float32(lanes[11] + lanes[3])
+        a4 = np.float32(lanes[12] + lanes[4])
+        a5 = np.float32(lanes[13] + lanes[5])
+        a6 = np.float32(lanes[14] + lanes[6])
+        a7 = np.float32(lanes[15] + lanes[7])
+        s = np.float32(np.float32(np.float32(a0 + a1) + np.float32(a2 + a3))
+                       + np.float32(np.float32(a4 + a5) + np.float32(a6 + a7)))
+        scale = np.float32(np.float32(1.0) / s)
+        for i in range(d):
+            out[r, i] = np.float32(out[r, i] * scale)
+
+
+def mlas_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """float32 softmax of ``x`` along ``axis`` in MLAS's AVX-512F arithmetic (module docstring)."""
+    xm = np.moveaxis(np.asarray(x, _F), axis, -1)
+    shape = xm.shape
+    rows = np.ascontiguousarray(xm.reshape(-1, shape[-1] if shape else 1))
+    out = np.empty_like(rows)
+    if rows.size:
+        _rows(rows, out, _LOWER, _BIAS, _LOG2R, _LOG2HI, _LOG2LO, _POLY)
+    return np.moveaxis(out.reshape(shape), -1, axis)
+
+
+def _prepare(node, ctx):
+    first_in = ctx.inputs[0] if ctx.inputs else None
+    if is_quantized(first_in) or any(is_quantized(t) for t in ctx.outputs):
+        k = _REGISTRY[("Softmax", "ort")]
+        return Delegate(k, k.prepare(node, ctx))
+    fk = _REGISTRY[("Softmax", "float")]
+    plan = fk.prepare(node, ctx)
+    if first_in is None or str(first_in.dtype) != "float32" or plan.get("beta", 1.0) != 1.0:
+        return Delegate(fk, plan)
+    return {"axis": plan["axis"], "executed_by": "MLAS AVX-512F softmax"}
+
+
+@kernel("Softmax", VARIANT, prepare=_prepare)
+def ort_float_softmax(plan, x):
+    if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
+        return plan.kernel.run(plan.plan, x)
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.ones_like(x, dtype=_F)
+    return mlas_softmax(x, plan["axis"] % x.ndim)

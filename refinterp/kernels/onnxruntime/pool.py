@@ -1,0 +1,132 @@
+"""ONNX Runtime CPU integer pooling and softmax (variant ``ort``): MaxPool on stored integers,
+QLinearAveragePool, QLinearGlobalAveragePool, QLinearSoftmax.
+
+Numeric contracts (docs/arithmetic/README.md; sources cited in refinterp/quant/mlas.py):
+* MaxPool: max of stored integers (exact; padding never wins).
+* AveragePool (qlinear_pool.cc): x dequantized to float32 f32(xs * f32(x - zx)); window summed in
+  float32 in row-major cell order; divided by the cell count; y = sat(RNE(f32(f32(avg / ys) + zy))).
+  A window covering the whole unpadded spatial extent runs the GlobalAveragePool path (as ORT does).
+  ``int8_as_uint8`` (fuse_qdq_x86 pass): the float zero point is zy + 128, the result shifted back.
+* GlobalAveragePool (qlgavgpool.cpp): acc = sum(x) - zx * N exact; y = MlasRequantizeOutput(acc,
+  f32(xs / f32(ys * N))).
+* Softmax (qlinear_softmax.cc, float table): table[i] = f32(exp((i - 255 + b) * xs)) in double with
+  b = max(0, log(FLT_MAX / D) - 5) / xs; per row the value of x is table[x - max(x) + 255], the row
+  sum is accumulated sequentially in float32; y = nearbyintf(f32(t * floor(1/ys)) / sum) + zy
+  saturated above at the type's max (observed on onnxruntime 1.31.1 for int8: 128 -> 127; older
+  sources wrap int8 values in (127, 255]).  x's zero point
+  is ignored (softmax is shift invariant).  The reduced axis is ``axis`` (opset-13 form).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from refinterp.quant import mlas
+from ..float import pool as _fpool
+from .common import ort_kernel
+from ..tflite.common import qparams, qrange
+from ..spatial import to_channels_last
+from ..registry import _REGISTRY
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _maxpool_prepare(node, ctx):
+    return {"fplan": _fpool._prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
+
+
+@ort_kernel("MaxPool", "ort", _maxpool_prepare)
+def ort_max_pool(p, x):
+    y = _fpool.max_pool(p["fplan"], np.asarray(x).astype(np.float32))
+    y = y[0] if isinstance(y, tuple) else y
+    return y.astype(p["dtype"])
+
+
+def _gap_prepare(node, ctx):
+    xs, zx = qparams(ctx.inputs[0], node, "X")
+    ys, zy = qparams(ctx.outputs[0], node, "Y")
+    lo, hi = qrange(ctx.outputs[0].dtype)
+    return {"xs": xs, "zx": zx, "ys": ys, "zy": zy, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype,
+            "layout": node.attrs.get("layout") or "NCHW"}
+
+
+def _gap(p, x: np.ndarray) -> np.ndarray:
+    axes = tuple(range(1, x.ndim - 1)) if p["layout"] == "NHWC" else tuple(range(2, x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    acc = np.asarray(x).astype(np.int64).sum(axis=axes, keepdims=True) - p["zx"] * n
+    return mlas.gap_mlas(acc, n, p["xs"], p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"])
+
+
+@ort_kernel("GlobalAveragePool", "ort", _gap_prepare)
+def ort_global_average_pool(p, x):
+    return _gap(p, np.asarray(x))
+
+
+def _avg_prepare(node, ctx):
+    p = _gap_prepare(node, ctx)
+    if node.attrs.get("int8_as_uint8") and p["dtype"] == "int8":  # see passes/qdq.py fuse_qdq_x86
+        p.update(zy=p["zy"] + 128, lo=0, hi=255, shift=128)
+    p["fplan"] = _fpool._prepare(node, ctx)
+    return p
+
+
+def _is_global(plan, spatial) -> bool:
+    pads = plan.pads or ()
+    return (plan.kernel_shape is not None and tuple(plan.kernel_shape) == tuple(spatial)
+            and not any(pads) and str(plan.auto_pad).upper() in ("NOTSET", "VALID"))
+
+
+@ort_kernel("AveragePool", "ort", _avg_prepare)
+def ort_average_pool(p, x):
+    x = np.asarray(x)
+    spatial = to_channels_last(x, p["layout"]).shape[1:-1]
+    if _is_global(p["fplan"], spatial):
+        return _gap({**p, "zy": p["zy"] - p.get("shift", 0), "lo": p["lo"] - p.get("shift", 0),
+                     "hi": p["hi"] - p.get("shift", 0)}, x)
+    xf = (np.float32(p["xs"]) * (x.astype(np.int64) - p["zx"]).astype(np.float32)).astype(np.float32)
+    avg = _fpool.average_pool(p["fplan"], xf)
+    y = mlas.avgpool_requant(avg, p["ys"], p["zy"], p["lo"], p["hi"]) - p.get("shift", 0)
+    return y.astype(p["dtype"])
+
+
+def _softmax_prepare(node, ctx):
+    xt, yt = ctx.inputs[0], ctx.outputs[0]
+    xs, _ = qparams(xt, node, "X")
+    ys, zy = qparams(yt, node, "Y")
+    return {"xs": xs, "zy": zy, "ys_inv": np.float32(np.floor(np.float32(1.0) / np.float32(ys))),
+            "axis": int(node.attrs.get("axis", -1)), "dtype": yt.dtype, "tables": {}}
+
+
+def _softmax_table(xs: np.float32, d: int) -> np.ndarray:
+    shift = max(0.0, np.log(_FLT_MAX / d) - 5.0) / float(xs)
+    i = np.arange(256, dtype=np.float64)
+    return np.exp((i - 255.0 + shift) * float(xs)).astype(np.float32)
+
+
+@ort_kernel("Softmax", "ort", _softmax_prepare)
+def ort_softmax(p, x):
+    x = np.moveaxis(np.asarray(x).astype(np.int64), p["axis"], -1)
+    d = x.shape[-1]
+    table = p["tables"].get(d)
+    if table is None:
+        table = p["tables"][d] = _softmax_table(p["xs"], d)
+    t = table[x - x.max(axis=-1, keepdims=True) + 255]
+    vsum = np.cumsum(t, axis=-1, dtype=np.float32)[..., -1:]  # sequential float32 sum
+    q = np.rint((t * p["ys_inv"]).astype(np.float32) / vsum).astype(np.int64) + p["zy"]
+    q = np.minimum(q, 127 if p["dtype"] == "int8" else 255)
+    return np.moveaxis(q.astype(p["dtype"]), -1, p["axis"])
+
+
+def _resize_prepare(node, ctx):
+    fk = _REGISTRY[("Resize", "float")]
+    return {"fk": fk, "fplan": fk.prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
+
+
+@ort_kernel("Resize", "ort", _resize_prepare)
+def ort_resize(p, x, *rest):
+    """Resize on stored integers (ORT's uint8/int8 Resize): the interpolation of the float kernel on
+    the codes, then static_cast<T> (truncation toward zero).  Verified for nearest and 2x linear
+    (half_pixel, asymmetric); ORT's own float weights/order can differ by 1 ulp elsewhere (an
+    align_corners case differed in 1 of 360 elements)."""
+    y = p["fk"].run(p["fplan"], np.asarray(x).astype(np.float32), *rest)
+    info = np.iinfo(np.dtype(p["dtype"]))
+    return np.clip(np.trunc(y), info.min, info.max).astype(p["dtype"])

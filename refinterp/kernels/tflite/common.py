@@ -1,0 +1,88 @@
+"""Shared prepare-time helpers of the TFLite integer kernels (qelementwise, qactivation, qsoftmax,
+qmisc): tensor quant params as the C++ sees them (float32 scale, int32 zero point), the fused
+activation clamp (``CalculateActivationRangeQuantized``) and the requantization rounding knob."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.ir import Node, TensorInfo
+from refinterp.quant import Rounding, requantize, round_half_away
+from refinterp.quant.params import _q as _quantize_bound
+from refinterp.quant.params import activation_range as _activation_range
+
+
+
+def where(node: Node) -> str:
+    return f"node '{node.name}' ({node.source_op or node.op})"
+
+
+def qrange(dtype: str) -> tuple[int, int]:
+    info = np.iinfo(np.dtype(dtype))
+    return int(info.min), int(info.max)
+
+
+def qparams(t: TensorInfo | None, node: Node, what: str) -> tuple[np.float32, int]:
+    """(float32 scale, int zero point) of a per-tensor quantized integer tensor."""
+    if t is None or t.quant is None or np.dtype(t.dtype).kind not in "iu":
+        raise UnsupportedOpError(f"{where(node)}: {what} tensor '{getattr(t, 'name', '?')}' is not a "
+                                 f"quantized integer tensor")
+    if t.quant.scale.size != 1:
+        raise UnsupportedOpError(f"{where(node)}: {what} tensor '{t.name}' is per-axis quantized; "
+                                 f"this op needs per-tensor parameters")
+    return np.float32(t.quant.scale[0]), int(t.quant.zero_point[0])
+
+
+def check_dtype(t: TensorInfo, node: Node, allowed: tuple[str, ...]) -> str:
+    if t.dtype not in allowed:
+        raise UnsupportedOpError(f"{where(node)}: tensor '{t.name}' has dtype {t.dtype}; the TFLite "
+                                 f"integer kernel supports {', '.join(allowed)}")
+    return t.dtype
+
+
+def checked_log2(scale) -> tuple[bool, int]:
+    """``CheckedLog2`` (float32, logf): (log2 within 1e-3 of an integer, rounded log2)."""
+    from refinterp.quant.lut import logf
+
+    f32 = np.float32
+    l2 = f32(logf(scale) * f32(f32(1.0) / logf(2.0)))
+    r = f32(round_half_away(l2))
+    return bool(abs(float(f32(l2 - r))) < 1e-3), int(r)
+
+
+def quantize_bound(f: float, scale: np.float32, zp: int) -> int:
+    """``zp + (int)roundf(f / scale)`` with the division in float32."""
+    return _quantize_bound(f, scale, zp)
+
+
+def activation_range(act: str | None, scale: np.float32, zp: int, dtype: str, node: Node) -> tuple[int, int]:
+    """``CalculateActivationRangeQuantized``: the fused activation folded into the output clamp."""
+    return _activation_range(act, scale, zp, dtype, where(node))
+
+
+def rounding(ctx: Any) -> Rounding:
+    """The scheme's integer requantization rounding for this node (default: gemmlowp double)."""
+    r = Rounding.parse(((ctx.settings or {}).get("requant") or {}).get("rounding", "double"))
+    if r.is_float:
+        raise UnsupportedOpError(f"{where(ctx.node)}: requant rounding '{r.value}' is a float form; "
+                                 f"this kernel needs an integer multiplier form")
+    return r
+
+
+def impl(ctx: Any, allowed: tuple[str, ...], default: str) -> str:
+    v = (ctx.settings or {}).get("impl", default)
+    if v not in allowed:
+        raise UnsupportedOpError(f"{where(ctx.node)}: impl '{v}' is not one of {', '.join(allowed)}")
+    return v
+
+
+def mbqm(x, M, shift, r: Rounding) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier in the scheme's rounding (int32-valued x)."""
+    return requantize(np.asarray(x, np.int64), M, shift, r)
+
+
+def lookup(table: np.ndarray, x: np.ndarray, lo: int, dtype: str) -> np.ndarray:
+    """Apply a full-range table (``table[v - lo]``) to stored integers."""
+    return table[x.astype(np.int64) - lo].astype(dtype)

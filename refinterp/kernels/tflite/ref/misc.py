@@ -1,0 +1,209 @@
+"""TFLite integer QUANTIZE, DEQUANTIZE, RESIZE (bilinear / nearest) and L2_NORMALIZATION
+(LiteRT reference kernels ``quantize.h``, ``requantize.h``, ``dequantize.h``,
+``resize_bilinear.h: ResizeBilinearInteger``, ``resize_nearest_neighbor.h``,
+``integer_ops/l2normalization.h``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.quant import gemmlowp
+from refinterp.quant.fixedpoint import quantize_multiplier, round_half_away, wrap_int32
+from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
+from ...registry import kernel
+
+_I64 = np.int64
+_F = np.float32
+
+
+# --- QUANTIZE ---------------------------------------------------------------------------------
+
+def _prepare_quantize(node, ctx):
+    """float32 -> int: clamp(int32(roundf(x / (float)s)) + zp); the float->int32 conversion of an
+    out-of-range or NaN value gives INT32_MIN (x86 cvttss2si) and the zero point add wraps.
+    int -> int: clamp(MBQM(q - zx, QuantizeMultiplier(double(sx)/double(so))) + zo)."""
+    out = ctx.outputs[0]
+    odt = check_dtype(out, node, ("int8", "uint8", "int16"))
+    if out.quant is None or out.quant.scale.size != 1:
+        raise UnsupportedOpError(f"{where(node)}: per-channel QUANTIZE output is not supported")
+    so, zo = qparams(out, node, "output")
+    idt = ctx.inputs[0].dtype
+    if idt == "float32":
+        return {"float": True, "scale": so, "zo": zo, "dtype": odt}
+    check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32"))
+    sx, zx = qparams(ctx.inputs[0], node, "input")
+    M, s = quantize_multiplier(float(sx) / float(so))
+    return {"float": False, "zx": zx, "zo": zo, "multiplier": M, "shift": s, "rounding": rounding(ctx).value,
+            "dtype": odt}
+
+
+@kernel("Quantize", "tflite_ref", prepare=_prepare_quantize)
+def _quantize(p, x):
+    lo, hi = qrange(p["dtype"])
+    if p["float"]:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = round_half_away((np.asarray(x, _F) / p["scale"]).astype(_F)).astype(np.float64)
+        ok = np.isfinite(r) & (np.abs(r) < 2.0 ** 31)
+        q = np.where(ok, np.where(ok, r, 0).astype(_I64), -(1 << 31))
+        return np.clip(wrap_int32(q + p["zo"]), lo, hi).astype(p["dtype"])
+    y = mbqm(x.astype(_I64) - p["zx"], p["multiplier"], p["shift"], p["rounding"]) + p["zo"]
+    return np.clip(y, lo, hi).astype(p["dtype"])
+
+
+# --- DEQUANTIZE -------------------------------------------------------------------------------
+
+def _prepare_dequantize(node, ctx):
+    """int -> float32(double(s) * (q - zp)) per tensor; per channel float32(float s[c] * (q - zp[c]))
+    evaluated in double then rounded once (the C++ promotes the float scale with the int).
+    float16 -> float32 is exact."""
+    t = ctx.inputs[0]
+    if t.dtype == "float16":
+        return {"f16": True}
+    check_dtype(t, node, ("int8", "uint8", "int16", "int32"))
+    if t.quant is None:
+        raise UnsupportedOpError(f"{where(node)}: DEQUANTIZE input '{t.name}' has no quantization")
+    return {"f16": False, "quant": t.quant}
+
+
+@kernel("Dequantize", "tflite_ref", prepare=_prepare_dequantize)
+def _dequantize(p, x):
+    if p["f16"]:
+        return np.asarray(x).astype(np.float32)
+    s, z = p["quant"].broadcast(x.shape)
+    return (np.asarray(s, np.float64) * (x.astype(_I64) - z)).astype(np.float32)
+
+
+# --- RESIZE -----------------------------------------------------------------------------------
+
+def _prepare_resize(node, ctx):
+    a = node.attrs
+    mode = a.get("mode", "nearest")
+    dt = check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32") if mode == "nearest"
+                     else ("int8", "uint8", "int16"))
+    if a.get("layout", "NHWC") != "NHWC":
+        raise UnsupportedOpError(f"{where(node)}: the TFLite integer resize needs NHWC layout")
+    size = ctx.const(3) if len(ctx.inputs) > 3 else None
+    out_shape = ctx.outputs[0].shape
+    if size is None and (out_shape is None or None in out_shape[1:3]):
+        raise UnsupportedOpError(f"{where(node)}: resize with a computed size is not supported")
+    if size is not None:
+        size = [int(v) for v in np.asarray(size).ravel()[-2:]]
+    else:
+        size = [int(out_shape[1]), int(out_shape[2])]
+    return {"mode": mode, "align": bool(a.get("align_corners", False)),
+            "half": bool(a.get("half_pixel_centers", False)), "size": size, "dtype": dt}
+
+
+def _tdiv(a, b):
+    """C integer division (truncation toward zero)."""
+    q = np.abs(a) // abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _bilinear_coords(n_out: int, n_in: int, align: bool, half: bool):
+    """``ComputeInterpolationValuesInteger``: Q10 source position, lower and upper index."""
+    sc = (1024 * n_in + n_out // 2) // n_out
+    if align and n_out > 1:
+        sc = (1024 * (n_in - 1) + (n_out - 1) // 2) // (n_out - 1)
+    o = np.arange(n_out, dtype=_I64)
+    v = o * sc + sc // 2 - 512 if half else o * sc
+    lo = np.maximum(_tdiv(v, 1024), 0)
+    hi = np.minimum(_tdiv(v + 1023, 1024), n_in - 1)
+    return v, lo, hi
+
+
+def _nearest_index(n_out: int, n_in: int, align: bool, half: bool) -> np.ndarray:
+    """``GetNearestNeighbor`` in float32."""
+    sc = _F(_F(n_in - 1) / _F(n_out - 1)) if align and n_out > 1 else _F(_F(n_in) / _F(n_out))
+    pos = (np.arange(n_out, dtype=_F) + _F(0.5 if half else 0.0)).astype(_F) * sc
+    idx = round_half_away(pos) if align else np.floor(pos)
+    idx = np.minimum(idx.astype(_I64), n_in - 1)
+    return np.maximum(idx, 0) if half else idx
+
+
+def _float_coords(n_out: int, n_in: int, align: bool, half: bool):
+    """float32 ``ComputeInterpolationValues``: (d = position - lower, lower, upper), per output index."""
+    sc = _F(_F(n_in - 1) / _F(n_out - 1)) if align and n_out > 1 else _F(_F(n_in) / _F(n_out))
+    o = np.arange(n_out, dtype=_F)
+    v = ((o + _F(0.5)) * sc - _F(0.5)).astype(_F) if half else (o * sc).astype(_F)
+    lo = np.maximum(np.floor(v).astype(_I64), 0)
+    hi = np.minimum(np.ceil(v).astype(_I64), n_in - 1)
+    return (v - lo.astype(_F)).astype(_F), lo, hi
+
+
+def resize_bilinear_uint8(x, oh: int, ow: int, align: bool, half: bool, optimized: bool) -> np.ndarray:
+    """uint8 RESIZE_BILINEAR: LiteRT runs it in float32, not in fixed point.
+
+    Reference (``reference_ops::ResizeBilinear<uint8_t>``), every step one float32 rounding:
+    ``v = ((a*(1-dy))*(1-dx) + (b*dy)*(1-dx)) + (c*(1-dy))*dx) + (d*dy)*dx`` with a, b, c, d the
+    (y0,x0), (y1,x0), (y0,x1), (y1,x1) neighbours; out = floor(v + 0.5) (v + 0.5 is exact below 256).
+    Optimized (``ResizeBilinearGenericSmallChannel<uint8>``): weights w00 = (1-dy)*(1-dx),
+    w01 = (1-dy)*dx, w10 = dy*(1-dx), w11 = dy*dx, ``v = ((a*w00 + c*w01) + b*w10) + d*w11 + 0.5``,
+    truncated.  Its x8 half-pixel special case (``ResizeBilinear888Uint8``, 8.8 fixed point with +0.5)
+    computes the same values: every weight is a multiple of 1/256 there, so both are exact."""
+    fy, y0, y1 = _float_coords(oh, x.shape[1], align, half)
+    fx, x0, x1 = _float_coords(ow, x.shape[2], align, half)
+    q = x.astype(_F)
+    a, b = q[:, y0][:, :, x0], q[:, y1][:, :, x0]
+    c, d = q[:, y0][:, :, x1], q[:, y1][:, :, x1]
+    dy = fy[None, :, None, None]
+    dx = fx[None, None, :, None]
+    one = _F(1)
+    if optimized:
+        w00, w01 = ((one - dy) * (one - dx)).astype(_F), ((one - dy) * dx).astype(_F)
+        w10, w11 = (dy * (one - dx)).astype(_F), (dy * dx).astype(_F)
+        v = (a * w00).astype(_F) + (c * w01).astype(_F)
+        v = (v.astype(_F) + (b * w10).astype(_F)).astype(_F)
+        v = (v + (d * w11).astype(_F)).astype(_F)
+    else:
+        v = ((a * (one - dy)).astype(_F) * (one - dx)).astype(_F) + ((b * dy).astype(_F) * (one - dx)).astype(_F)
+        v = (v.astype(_F) + ((c * (one - dy)).astype(_F) * dx).astype(_F)).astype(_F)
+        v = (v + ((d * dy).astype(_F) * dx).astype(_F)).astype(_F)
+    out = np.floor((v + _F(0.5)).astype(_F))
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+@kernel("Resize", "tflite_ref", prepare=_prepare_resize)
+def _resize(p, x, roi=None, scales=None, sizes=None):
+    if x.ndim != 4:
+        raise UnsupportedOpError(f"TFLite integer resize needs a 4-D NHWC input, got shape {x.shape}")
+    oh, ow = p["size"]
+    _, ih, iw, _ = x.shape
+    if p["mode"] == "nearest":
+        iy = _nearest_index(oh, ih, p["align"], p["half"])
+        ix = _nearest_index(ow, iw, p["align"], p["half"])
+        return x[:, iy][:, :, ix].astype(p["dtype"])
+    if p["dtype"] == "uint8":
+        return resize_bilinear_uint8(x, oh, ow, p["align"], p["half"], bool(p.get("optimized")))
+    vy, y0, y1 = _bilinear_coords(oh, ih, p["align"], p["half"])
+    vx, x0, x1 = _bilinear_coords(ow, iw, p["align"], p["half"])
+    dy = (vy - 1024 * y0)[None, :, None, None]
+    dx = (vx - 1024 * x0)[None, None, :, None]
+    q = x.astype(_I64)
+    acc = (q[:, y0][:, :, x0] * (1024 - dy) * (1024 - dx) + q[:, y1][:, :, x0] * dy * (1024 - dx)
+           + q[:, y0][:, :, x1] * (1024 - dy) * dx + q[:, y1][:, :, x1] * dy * dx)
+    out = _tdiv(acc + np.where(acc > 0, 1 << 19, -(1 << 19)), 1 << 20)
+    return out.astype(p["dtype"])  # the C++ casts without clamping
+
+
+# --- L2_NORMALIZATION -------------------------------------------------------------------------
+
+def _prepare_l2norm(node, ctx):
+    """int8 only: acc = sum (q - zx)^2 over the last axis; (M, s) = GetInvSqrtQuantizedMultiplierExp(acc, -1);
+    out = clamp(MBQM(q - zx, M, s + 7)) (output scale 1/128, zero point 0)."""
+    check_dtype(ctx.inputs[0], node, ("int8",))
+    _, zx = qparams(ctx.inputs[0], node, "input")
+    so, zo = qparams(ctx.outputs[0], node, "output")
+    if float(so) != 1.0 / 128 or zo != 0:
+        raise UnsupportedOpError(f"{where(node)}: int8 L2_NORMALIZATION needs output scale 1/128, zp 0")
+    if int(node.attrs.get("axis", -1)) not in (-1, len(ctx.inputs[0].shape or (0,)) - 1):
+        raise UnsupportedOpError(f"{where(node)}: L2 normalisation over a non-last axis")
+    return {"zx": zx, "rounding": rounding(ctx).value}
+
+
+@kernel("L2Normalization", "tflite_ref", prepare=_prepare_l2norm)
+def _l2norm(p, x):
+    v = x.astype(_I64) - p["zx"]
+    acc = wrap_int32((v * v).sum(axis=-1, keepdims=True))
+    M, s = gemmlowp.inv_sqrt_multiplier_exp(acc, -1)
+    return np.clip(mbqm(v, M, s + 7, p["rounding"]), -128, 127).astype(np.int8)

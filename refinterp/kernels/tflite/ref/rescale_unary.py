@@ -1,0 +1,84 @@
+"""TFLite integer PRELU and ABS (variant ``tflite_ref``): rescaling ops with their own multipliers.
+
+PRELU, ``reference/prelu.h`` ``BroadcastPrelu4DSlow``.
+
+With d = q - zx (8-bit: [-255, 255]) and a = q_alpha - z_alpha ([-255, 255]; |d * a| < 2^17)::
+
+    d >= 0:  out = clamp(MBQM(d,     M1, e1) + zo, qmin, qmax)     M1 ~ sx / so
+    d <  0:  out = clamp(MBQM(d * a, M2, e2) + zo, qmin, qmax)     M2 ~ sx * s_alpha / so
+
+``activations.cc`` (PreluPrepare) forms both real multipliers in float32 arithmetic
+(``input->params.scale / output->params.scale``; ``input * alpha / output`` left to right) before
+QuantizeMultiplier.  int8 / uint8 with alpha of the same type; int16 (16x8) with an int8 alpha
+(|d * a| < 2^23).  Alpha broadcasts
+against the input (NumPy rules, as the 4-D slow broadcast).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from refinterp.quant.fixedpoint import quantize_multiplier
+from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
+from refinterp.errors import UnsupportedOpError
+from ...registry import kernel
+
+VARIANT = "tflite_ref"
+_F = np.float32
+
+
+def _prepare(node, ctx):
+    x, alpha, y = ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
+    if alpha is None:
+        raise UnsupportedOpError(f"{where(node)}: PRELU needs an alpha input")
+    dt = check_dtype(x, node, ("int8", "uint8", "int16"))
+    if alpha.dtype != ("int8" if dt == "int16" else dt) or y.dtype != dt:
+        # LiteRT runs int16 PRELU with an int16 alpha by reading the alpha buffer as int8 bytes
+        # (alpha[i] = byte i): refused here rather than reproduced
+        raise UnsupportedOpError(f"{where(node)}: dtypes {x.dtype}, alpha {alpha.dtype} -> {y.dtype} are not "
+                                 f"supported (int8 / uint8 need alpha of the same type, int16 an int8 alpha)")
+    sx, zx = qparams(x, node, "input")
+    sa, za = qparams(alpha, node, "alpha")
+    so, zo = qparams(y, node, "output")
+    M1, e1 = quantize_multiplier(float(_F(sx / so)))
+    M2, e2 = quantize_multiplier(float(_F(_F(sx * sa) / so)))
+    return {"zx": zx, "za": za, "zo": zo, "m1": M1, "e1": e1, "m2": M2, "e2": e2, "dtype": dt,
+            "rounding": rounding(ctx).value}
+
+
+@kernel("PRelu", VARIANT, prepare=_prepare)
+def qprelu(p, x, alpha):
+    d = np.asarray(x).astype(np.int64) - p["zx"]
+    a = np.asarray(alpha).astype(np.int64) - p["za"]
+    r = p["rounding"]
+    pos = mbqm(d, p["m1"], p["e1"], r)
+    neg = mbqm(d * a, p["m2"], p["e2"], r)
+    lo, hi = qrange(p["dtype"])
+    return np.clip(np.where(d >= 0, pos, neg) + p["zo"], lo, hi).astype(p["dtype"])
+
+
+def _prepare_abs(node, ctx):
+    """ABS, ``elementwise.cc`` (AbsEval, int8 / int16; int16 zero points 0)::
+
+        v = |q - zx|                                   (int8: <= 255, int16: <= 32768)
+        out = clamp(v + zo, qmin, qmax)                 if float32 sx == so
+        out = clamp(MBQM(v, M, e) + zo, qmin, qmax)     M ~ float32(sx / so) otherwise
+    """
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    dt = check_dtype(x, node, ("int8", "int16"))
+    if y.dtype != dt:
+        raise UnsupportedOpError(f"{where(node)}: mixed dtypes {x.dtype} -> {y.dtype} are not supported")
+    sx, zx = qparams(x, node, "input")
+    so, zo = qparams(y, node, "output")
+    if dt == "int16" and (zx or zo):
+        raise UnsupportedOpError(f"{where(node)}: int16 ABS needs zero points of 0")
+    M, e = (None, None) if sx == so else quantize_multiplier(float(_F(sx / so)))
+    return {"zx": zx, "zo": zo, "m": M, "e": e, "dtype": dt, "rounding": rounding(ctx).value}
+
+
+@kernel("Abs", VARIANT, prepare=_prepare_abs)
+def qabs(p, x):
+    v = np.abs(np.asarray(x).astype(np.int64) - p["zx"])
+    if p["m"] is not None:
+        v = mbqm(v, p["m"], p["e"], p["rounding"])
+    lo, hi = qrange(p["dtype"])
+    return np.clip(v + p["zo"], lo, hi).astype(p["dtype"])

@@ -1,0 +1,2 @@
+"""LiteRT XNNPACK delegate (variant ``xnn``)."""
+from . import elementwise, gemm  # noqa: F401

@@ -1,0 +1,2 @@
+"""PyTorch quantized engines (variants ``fbgemm``, ``qnnpack``)."""
+from . import elementwise, gemm, pool, quantize  # noqa: F401
