@@ -13,7 +13,8 @@ _settings.configure_environment()  # before NumPy / Numba load: thread and cache
 from .errors import RefinterpError  # noqa: E402
 from .loaders import load  # noqa: E402
 from .runtime import Session  # noqa: E402
-from .schemes import Scheme, load_scheme  # noqa: E402
+from .schemes import Scheme  # noqa: E402
+from .scheme_check import load_checked as load_scheme  # noqa: E402  (checked against the kernels)
 
 __version__ = "0.1.0"
 __all__ = ["load", "Session", "Scheme", "load_scheme", "RefinterpError", "__version__"]

@@ -12,7 +12,8 @@ from .errors import InputError, ModelError, RefinterpError, ResourceError, Unsup
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.float.fused import apply_activation
 from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
-from .schemes import Scheme, load_scheme
+from .scheme_check import check_scheme, load_checked
+from .schemes import Scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
 from .state import STATE_OPS, SessionState, prepare_state, run_state
 from .settings import run_pools
@@ -54,7 +55,7 @@ class Session:
         self.graph: Graph = model
         # resource variables (TFLite streaming state): owned by this Session, shared with its subgraphs
         self._state = _state if _state is not None else SessionState()
-        self.scheme: Scheme = scheme if isinstance(scheme, Scheme) else load_scheme(scheme)
+        self.scheme: Scheme = check_scheme(scheme) if isinstance(scheme, Scheme) else load_checked(scheme)
         if self.scheme.data.get("graph_passes"):
             from .passes import apply_passes
 

@@ -17,7 +17,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..errors import InputError
-    from ..schemes import list_schemes, load_scheme
+    from ..scheme_check import load_checked
+    from ..schemes import list_schemes
 
     if args.action == "list":
         for name, desc in list_schemes():
@@ -25,7 +26,7 @@ def run(args) -> int:
         return 0
     if not args.scheme:
         raise InputError(f"'refinterp schemes {args.action}' needs a scheme name or file")
-    scheme = load_scheme(args.scheme)
+    scheme = load_checked(args.scheme)
     if args.action == "check":
         print(f"{scheme.path}: ok ({scheme.name})")
         return 0

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..errors import RefinterpError
 from ..runtime import Session
-from ..schemes import Scheme, list_schemes, load_scheme
+from ..scheme_check import load_checked
+from ..schemes import Scheme, list_schemes
 from .explain_candidates import knob_candidates, with_node_override
 from .explain_eval import Case, Runner, Score, build_cases
 
@@ -86,7 +87,7 @@ def _load_builtins(notes: list[str]) -> list[Scheme]:
     out = []
     for name, _ in list_schemes():
         try:
-            out.append(load_scheme(name))
+            out.append(load_checked(name))
         except RefinterpError as e:
             notes.append(f"scheme {name} skipped: {str(e).splitlines()[0][:160]}")
     return out

@@ -9,33 +9,28 @@ apply it (``Scheme.for_node`` precedence and merge rules), so what is tested is 
 Knobs: ``requant.rounding`` (every form in ``quant.requant.Rounding``, the set ``schema.REQUANT``
 accepts), ``requant.rounding64`` (int16 nodes), the vectorised channel-block tail rounding (where a
 built-in scheme uses it), ``accumulator`` width x overflow (``schema.ACCUMULATOR``: 32/64 x
-wrap/saturate; every candidate is checked against the schema by the unit tests), ``impl`` (the kernel's own allowed list, read from the error it
-raises for an unknown name, plus every impl a built-in scheme names for the op), the kernel
+wrap/saturate; every candidate is checked against the schema by the unit tests), ``impl`` (the values the node's kernels declare in the registry,
+plus every impl a built-in scheme names for the op), the kernel
 ``variants`` the built-in schemes name, ``compute: float``, and "the node as scheme S resolves it".
 """
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any, Iterable
 
-from ..errors import RefinterpError
-from ..kernels.registry import registered
+from ..kernels.registry import get, registered
 from ..quant.requant import Rounding
-from ..schemes import Scheme
-from ..schemes.loader import _merge
+from ..schemes import Scheme, deep_merge
 
 Candidate = tuple[str, dict[str, Any]]
 
-_PROBE = "__refinterp_probe__"
-_ALLOWED = (re.compile(r"is not one of ([\w ,.-]+)$"), re.compile(r"expected one of: ([\w ,.-]+)\)"))
 
 
 def with_node_override(base: Scheme, node_name: str, override: dict[str, Any]) -> Scheme:
     """``base`` plus ``nodes: {node_name: override}`` (merged over an existing exact entry)."""
     data = copy.deepcopy(base.data)
     nodes = dict(data.get("nodes") or {})
-    nodes[node_name] = _merge(nodes.get(node_name) or {}, override)
+    nodes[node_name] = deep_merge(nodes.get(node_name) or {}, override)
     data["nodes"] = nodes
     return Scheme(base.name, data, base.path, list(base.parents))
 
@@ -44,23 +39,20 @@ def with_op_override(base: Scheme, op: str, override: dict[str, Any]) -> Scheme:
     """``base`` plus ``ops: {op: override}`` merged as a child file's ``ops:`` entry would be."""
     data = copy.deepcopy(base.data)
     ops = dict(data.get("ops") or {})
-    ops[op] = _merge(ops.get(op) or {}, override)
+    ops[op] = deep_merge(ops.get(op) or {}, override)
     data["ops"] = ops
     return Scheme(base.name, data, base.path, list(base.parents))
 
 
-def probe_impls(session, index: int, base: Scheme) -> list[str]:
-    """The ``impl`` names the node's kernel accepts, from its error message for an unknown name."""
+def declared_impls(session, index: int, base: Scheme) -> list[str]:
+    """The ``impl`` names the kernels that may run the node declare (registry), in the order of the
+    node's variant list under ``base``."""
     node = session.steps[index].node
-    try:
-        session.prepare_node(index, with_node_override(base, node.name, {"impl": _PROBE}))
-    except RefinterpError as e:
-        msg = str(e).splitlines()[0] if str(e) else ""
-        for rx in _ALLOWED:
-            m = rx.search(msg)
-            if m:
-                return [v.strip() for v in m.group(1).split(",") if v.strip() and v.strip() != _PROBE]
-    return []  # the kernel ignores ``impl``
+    out: list[str] = []
+    for v in base.for_node(node, session.graph).variants:
+        k = get(node.op, v)
+        out += [i for i in (k.impls if k else ()) if i not in out]
+    return out
 
 
 def _scheme_values(schemes: Iterable[Scheme], op: str) -> dict[str, list[Any]]:
@@ -114,7 +106,7 @@ def knob_candidates(session, index: int, base: Scheme, schemes: list[Scheme]) ->
         for ov in ("wrap", "saturate"):
             if (bits, ov) != (acc.get("bits"), acc.get("overflow")):
                 cands.append((f"accumulator={bits}-bit {ov}", {"accumulator": {"bits": bits, "overflow": ov}}))
-    impls = probe_impls(session, index, base)
+    impls = declared_impls(session, index, base)
     for v in impls + [i for i in seen_vals["impl"] if i not in impls]:
         if v != cur.get("impl"):
             cands.append((f"impl={v}", {"impl": v}))

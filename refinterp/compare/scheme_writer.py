@@ -5,7 +5,7 @@ For each op whose nodes the best scheme does not all reproduce, the first single
 (in ``explain_candidates`` order) that makes *every* re-run node of that op exact, including those
 already exact, becomes an ``ops:`` override; otherwise each unreproduced node gets its own first
 exact candidate under ``nodes:``.  Nodes that no candidate reproduces are left alone (reported as
-unexplained).  The file is then loaded back with ``load_scheme`` and every re-run node is run under
+unexplained).  The file is then loaded back with ``load_checked`` and every re-run node is run under
 it: ``verified`` says whether every tensor the explanation reproduced is exact under the file.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 
 from ..errors import RefinterpError
 from ..runtime import Session
-from ..schemes import load_scheme
+from ..scheme_check import load_checked
 from .explain import Explanation
 from .explain_candidates import with_op_override
 from .explain_eval import Runner
@@ -90,7 +90,7 @@ def scheme_yaml(expl: Explanation, name: str, sugg: dict[str, Any], dump_path: s
 def verify(expl: Explanation, path: str | Path) -> dict[str, Any]:
     """Load the written file and re-run every case under it."""
     try:
-        scheme = load_scheme(str(path))
+        scheme = load_checked(str(path))
         sess = Session(expl.schemes[expl.best].session.graph, scheme)
     except RefinterpError as e:
         return {"verified": False, "error": str(e).splitlines()[0][:200], "not_reproduced": []}

@@ -46,18 +46,22 @@ class Kernel:
     prepare: Callable[[Node, PrepareContext], Any] = _default_prepare
     # Inputs given to the kernel as stored integers even under a float variant (e.g. Dequantize).
     raw_inputs: bool = False
+    # The values this kernel accepts for the scheme's ``impl`` setting (empty: it reads no ``impl``).
+    # refinterp/scheme_check.py refuses a scheme naming any other before anything runs.
+    impls: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[tuple[str, str], Kernel] = {}
 
 
 def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", *, prepare=None,
-           raw_inputs: bool = False):
+           raw_inputs: bool = False, impls: tuple[str, ...] | dict[str, tuple[str, ...]] = ()):
     """Decorator registering ``run`` for one or several canonical ops under one or several variants.
 
     Variant names in use: ``float`` (float32 compute; quantized inputs arrive dequantized),
     ``int`` (generic integer kernels exact for every backend: data movement, max pool...), and
     backend-specific integer variants named by the schemes (``tflite_ref``, ``xnn``, ...).
+    ``impls``: the ``impl`` values the kernel's prepare accepts (a dict gives them per op).
     """
     ops = (op,) if isinstance(op, str) else tuple(op)
     variants = (variant,) if isinstance(variant, str) else tuple(variant)
@@ -68,7 +72,8 @@ def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", 
                 key = (o, v)
                 if key in _REGISTRY:
                     raise RuntimeError(f"kernel {key} registered twice")
-                _REGISTRY[key] = Kernel(o, v, fn, prepare or _default_prepare, raw_inputs)
+                own = tuple(impls.get(o, ())) if isinstance(impls, dict) else tuple(impls)
+                _REGISTRY[key] = Kernel(o, v, fn, prepare or _default_prepare, raw_inputs, own)
         return fn
 
     return deco
@@ -94,7 +99,7 @@ def resolve_delegate(k: "Kernel", plan: Any) -> tuple["Kernel", Any]:
 def lookup(op: str, variants: list[str], *, node: Node | None = None, fmt: str = "") -> Kernel:
     """First registered kernel among ``variants`` (in order of preference)."""
     for v in variants:
-        k = _REGISTRY.get((op, v))
+        k = get(op, v)
         if k is not None:
             return k
     where = f"node '{node.name}' ({node.source_op or op}" + (f", {fmt}" if fmt else "") + ")" if node else op
@@ -109,3 +114,20 @@ def registered() -> dict[tuple[str, str], Kernel]:
 
 def ops_with_variant(variant: str) -> list[str]:
     return sorted(o for (o, v) in _REGISTRY if v == variant)
+
+
+def declared_impls(op: str | None, variants: list[str]) -> set[str]:
+    """``impl`` values declared by the kernels registered for ``op`` (any op when None) under
+    ``variants``."""
+    return {i for (o, v), k in _REGISTRY.items() if v in variants and (op is None or o == op)
+            for i in k.impls}
+
+
+def get(op: str, variant: str) -> Kernel | None:
+    """The kernel registered for ``(op, variant)``, or None."""
+    return _REGISTRY.get((op, variant))
+
+
+def require(op: str, variant: str) -> Kernel:
+    """The kernel registered for ``(op, variant)`` (a registration-time invariant: KeyError if not)."""
+    return _REGISTRY[(op, variant)]

@@ -74,15 +74,16 @@ def _read(path: Path) -> dict[str, Any]:
         raise SchemeError(f"not valid YAML ({getattr(e, 'problem', e)})", where) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SchemeError(f"cannot read scheme file ({e})", str(path)) from None
-    schema.validate(data, str(path), _known_ops, _known_variants)
+    schema.validate(data, str(path))
     return data
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into a copy of ``base``: mappings key by key (recursively), other values replaced."""
     out = dict(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = v
     return out
@@ -99,25 +100,7 @@ def _resolve_file(path: Path, chain: tuple[str, ...] = ()) -> dict[str, Any]:
         raise SchemeError(f"key 'extends': cycle {' -> '.join(chain + (parent,))}", str(path))
     base = _resolve_file(find_scheme_file(parent), chain + (data.get("name", path.stem),))
     base = {k: v for k, v in base.items() if k not in _NOT_INHERITED}
-    return _merge(base, data)
-
-
-def _registered() -> set[tuple[str, str]]:
-    """(canonical op, variant) of every registered kernel (imports the kernel modules)."""
-    from ..kernels import registry  # noqa: F401  (lazy: kernels import the numerics, not schemes)
-    from .. import kernels  # noqa: F401
-
-    return set(registry.registered())
-
-
-def _known_ops() -> set[str]:
-    """Canonical ops with at least one registered kernel."""
-    return {op for op, _v in _registered()}
-
-
-def _known_variants() -> set[str]:
-    """Kernel variant names with at least one registered kernel."""
-    return {v for _op, v in _registered()}
+    return deep_merge(base, data)
 
 
 _SETTING_KEYS = ("requant", "accumulator")  # merged key by key; other settings are replaced
@@ -265,8 +248,19 @@ def load_scheme(name_or_path: str) -> Scheme:
     path = find_scheme_file(name_or_path)
     data = _resolve_file(path)
     chain = data.pop("extends", None)
-    schema.validate(data, str(path), _known_ops, _known_variants)
+    schema.validate(data, str(path))
     return Scheme(str(data.get("name", path.stem)), data, str(path), _chain(path) if chain else [])
+
+
+def scheme_documents(scheme: "Scheme") -> list[tuple[str, dict[str, Any]]]:
+    """(file, its own parsed data) for the scheme's file and every file it extends, leaf first:
+    where a key of the resolved scheme was written."""
+    path = Path(scheme.path)
+    out = [(str(path), _read(path))]
+    for parent in scheme.parents:
+        f = find_scheme_file(parent)
+        out.append((str(f), _read(f)))
+    return out
 
 
 def _chain(path: Path) -> list[str]:

@@ -11,7 +11,7 @@ from refinterp.cli.main import main
 from refinterp.compare.explain_candidates import knob_candidates, with_op_override
 from refinterp.quant.requant import Rounding
 from refinterp.schemes import list_schemes, load_scheme, schema
-from refinterp.schemes.loader import _known_ops
+from refinterp.scheme_check import known_ops as _known_ops
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
 MOBILENET = str(FIX / "mobilenet_v2_tiny_int8.tflite")

@@ -10,7 +10,8 @@ import refinterp
 from refinterp.cli.main import main
 from refinterp.errors import SchemeError
 from refinterp.ir import Graph, Node, QuantParams, TensorInfo
-from refinterp.schemes import list_schemes, load_scheme
+from refinterp import load_scheme  # checked against the kernel registry
+from refinterp.schemes import list_schemes
 
 
 @pytest.fixture
@@ -166,13 +167,63 @@ def test_cli_list_show_check(sdir, capsys):
 
 
 def test_misspelt_delegate_impl_is_refused_not_ignored(sdir):
-    """A delegate ``impl:`` the XNNPACK MEAN kernel does not know used to fall back to the built-in
-    kernel silently (exit 0, other arithmetic); it is an error naming node and value."""
+    """A delegate ``impl:`` the XNNPACK MEAN kernel does not declare used to fall back to the built-in
+    kernel silently (exit 0, other arithmetic); it is refused before the model is touched, naming
+    the file, the key and what the kernels declare."""
     from pathlib import Path
 
-    write(sdir, "typo", "name: typo\nextends: tflite-xnnpack\nops:\n  ReduceMean: {delegate: {impl: xnn_flaot}}\n")
+    p = write(sdir, "typo", "name: typo\nextends: tflite-xnnpack\nops:\n  ReduceMean: {delegate: {impl: xnn_flaot}}\n")
     model = Path(__file__).resolve().parents[1] / "fixtures" / "tflite" / "mobilenet_v2_tiny_int8.tflite"
-    with pytest.raises(refinterp.errors.ModelError, match="xnn_flaot"):
+    with pytest.raises(SchemeError) as e:
         refinterp.Session(refinterp.load(model), "typo")
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and "'ops.ReduceMean.delegate.impl'" in msg
+    assert "xnn_flaot" in msg and "xnn_float" in msg
     write(sdir, "fine", "name: fine\nextends: tflite-xnnpack\nops:\n  ReduceMean: {delegate: {impl: xnn_float}}\n")
     refinterp.Session(refinterp.load(model), "fine")
+
+
+@pytest.mark.parametrize("text,path,expect", [
+    # an impl no kernel of the op declares under the scheme's variants
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  Sigmoid: {impl: lutt}\n", "ops.Sigmoid.impl",
+     "declared: fixed_point, lut"),
+    # a real impl of another op / another backend is refused too
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  Conv: {impl: mlas_f32}\n", "ops.Conv.impl",
+     "none: no kernel there reads impl"),
+    ("name: s\nvariants: [ort, int, float]\nops:\n  Gemm: {impl: mlas_f33}\n", "ops.Gemm.impl", "mlas_f32"),
+    ("name: s\nvariants: [tflite_ref, int, float]\nnodes:\n  'conv.1': {impl: lutt}\n", "nodes.conv.1.impl",
+     "any op"),
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  Add: {uint8: {impl: general_int1}}\n",
+     "ops.Add.uint8.impl", "general_int16"),
+])
+def test_unknown_impl_refused_before_anything_runs(sdir, capsys, text, path, expect):
+    p = write(sdir, "s", text)
+    with pytest.raises(SchemeError) as e:
+        load_scheme("s")
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and f"'{path}'" in msg and expect in msg
+    assert main(["schemes", "check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and path in err
+
+
+def test_every_builtin_impl_is_declared_and_errors_name_the_parent_file(sdir):
+    """Each shipped scheme passes the registry check; a bad key inherited from a parent is reported
+    in the parent's file, and a scheme built in memory is checked when a Session takes it."""
+    from refinterp.scheme_check import check_scheme
+    from refinterp.schemes import Scheme
+
+    for name, _ in list_schemes():
+        load_scheme(name)
+    parent = write(sdir, "parent", "name: parent\nvariants: [tflite_ref, int, float]\nops:\n  Tanh: {impl: lutt}\n")
+    write(sdir, "child", "name: child\nextends: parent\nops:\n  Conv: {requant: {rounding: single}}\n")
+    with pytest.raises(SchemeError) as e:
+        load_scheme("child")
+    assert str(e.value).startswith(f"{parent}: key 'ops.Tanh.impl'")
+    mem = Scheme("mem", {"variants": ["tflite_ref", "int", "float"], "ops": {"Mul": {"impl": "f32"}}})
+    with pytest.raises(SchemeError, match="scheme 'mem': key 'ops.Mul.impl'"):
+        check_scheme(mem)
+    t = {n: TensorInfo(n, "float32", [1]) for n in ("x", "y")}
+    g = Graph("g", "onnx", t, [Node("n", "Relu", ["x"], ["y"])], ["x"], ["y"])
+    with pytest.raises(SchemeError):
+        refinterp.Session(g, mem)

@@ -87,7 +87,7 @@ def glow_interp_add(p, a, b):
     return glow.interp_requant(la + lb, F32(_LARGE / F32(p["c"][0])), p["c"][1], p["lo"], p["hi"]).astype(p["dtype"])
 
 
-@ort_kernel("Add", "tvm_qnn", _add_prepare)
+@ort_kernel("Add", "tvm_qnn", _add_prepare, tuple(TVM_IMPLS))
 def tvm_add(p, a, b):
     a, b = _ints(a, b)
     sc = np.float64(F32(p["c"][0]))

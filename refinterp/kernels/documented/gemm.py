@@ -86,7 +86,8 @@ def _register(variant: str) -> None:
         return _finish(plans, _og._mm_acc(plans[0], a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
-        ort_kernel(kind, variant, lambda n, c, k=kind: _prepare(n, c, k, variant))(fn)
+        ort_kernel(kind, variant, lambda n, c, k=kind: _prepare(n, c, k, variant),
+                   tuple(TVM_IMPLS) if variant == "tvm_qnn" else ())(fn)
 
 
 for _v in ("dpu", "glow_cpu", "glow_interp", "tvm_qnn"):

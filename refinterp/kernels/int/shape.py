@@ -12,7 +12,7 @@ import numpy as np
 from refinterp.errors import InputError, UnsupportedOpError
 from refinterp.ir import Node
 from ..registry import PrepareContext, kernel
-from .shape_quant import check_equal_params, concat_rescale_plan
+from .shape_quant import CONCAT_IMPLS, check_equal_params, concat_rescale_plan
 
 BOTH = ("float", "int")
 
@@ -68,7 +68,7 @@ def _concat_int_prepare(node: Node, ctx: PrepareContext) -> dict:
     return plan
 
 
-@kernel("Concat", "int", prepare=_concat_int_prepare)
+@kernel("Concat", "int", prepare=_concat_int_prepare, impls=CONCAT_IMPLS)
 def _concat_int(plan, *xs):
     # Inputs whose params differ from the output's: round_half_away(f32(q * s + b)) + out_zp,
     # clamped to the output type (LiteRT ConcatenationWithScaling, float32 arithmetic).

@@ -14,15 +14,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..registry import _REGISTRY, Delegate, kernel
+from ..registry import Delegate, get, kernel, require
 
 
 def is_quantized(t) -> bool:
     return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
 
 
-def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
-    """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "float")``."""
+def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = ()):
+    """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "int")`` when
+    registered, else ``(op, "float")`` (the one fallback).  ``impls``: as ``registry.kernel``."""
     def deco(run):
         def prep(node, ctx):
             first_in = ctx.inputs[0] if ctx.inputs else None
@@ -31,8 +32,8 @@ def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
                 return prepare(node, ctx)
             # non-quantized integer data (shapes, indices): the generic ``int`` kernel when there is one
             integer = first_in is not None and first_in.dtype and np.dtype(first_in.dtype).kind in "iub"
-            fk = _REGISTRY.get((op, "int")) if integer else None
-            fk = fk or _REGISTRY[(op, "float")]
+            fk = get(op, "int") if integer else None
+            fk = fk or require(op, "float")
             return Delegate(fk, fk.prepare(node, ctx))
 
         def dispatch(plan, *args):
@@ -40,6 +41,6 @@ def ort_kernel(op: str, variants, prepare: Callable[..., Any]):
                 return plan.kernel.run(plan.plan, *args)
             return run(plan, *args)
 
-        kernel(op, variants, prepare=prep)(dispatch)
+        kernel(op, variants, prepare=prep, impls=impls)(dispatch)
         return run
     return deco

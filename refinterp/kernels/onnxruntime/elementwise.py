@@ -50,7 +50,7 @@ def _binary_args(p, a, b):
     return (a, b, sa, za, sb, zb, sc, zc, p["lo"], p["hi"])
 
 
-@ort_kernel("Add", "ort", _binary_prepare)
+@ort_kernel("Add", "ort", _binary_prepare, ADD_IMPLS)
 def ort_add(p, a, b):
     y = fast_ort_add(p, a, b) if _FAST else None  # None: not covered, the NumPy path below
     if y is not None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .common import is_quantized
 from .float_sgemm import _fma32
-from ..registry import _REGISTRY, Delegate, kernel
+from ..registry import Delegate, get, kernel, require
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -81,7 +81,7 @@ def _prepare_for(op: str):
         first_in = ctx.inputs[0] if ctx.inputs else None
         if is_quantized(first_in) or any(is_quantized(t) for t in ctx.outputs) or \
                 first_in is None or str(first_in.dtype) != "float32":
-            k = next(_REGISTRY[(op, v)] for v in ("ort", "int", "float") if (op, v) in _REGISTRY)
+            k = next(require(op, v) for v in ("ort", "int", "float") if get(op, v) is not None)
             return Delegate(k, k.prepare(node, ctx))
         return {"executed_by": f"MLAS {op} (FMA3 rational approximation)"}
     return prepare

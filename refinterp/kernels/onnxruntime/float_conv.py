@@ -26,7 +26,7 @@ import numpy as np
 
 from .common import is_quantized
 from .float_sgemm import mlas_sgemm
-from ..registry import _REGISTRY, Delegate, kernel
+from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
 
@@ -77,9 +77,9 @@ def _prepare(node, ctx):
     first_in = ctx.inputs[0] if ctx.inputs else None
     first_out = ctx.outputs[0] if ctx.outputs else None
     if is_quantized(first_in) or is_quantized(first_out) or any(is_quantized(t) for t in ctx.inputs):
-        k = _REGISTRY[("Conv", "ort")]
+        k = require("Conv", "ort")
         return Delegate(k, k.prepare(node, ctx))  # the session runs and reports it as the ort kernel
-    fk = _REGISTRY[("Conv", "float")]
+    fk = require("Conv", "float")
     fplan = fk.prepare(node, ctx)
     if not _pointwise(node, fplan):
         return Delegate(fk, fplan)  # not MLAS's GemmDirect: the generic float conv, reported as such

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .common import is_quantized
-from ..registry import _REGISTRY, Delegate, kernel
+from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
 BLOCK = 32  # ORT's default session.qdq_matmulnbits_block_size
@@ -62,9 +62,9 @@ def _prepare(node, ctx):
         nzs = (-sb.astype(np.float64) * zpu).astype(_F32)  # one rounding: zpu is a small integer
         return OrtNBitsMatMulPlan(node.name, bu.reshape(nb, BLOCK, n), sb, nzs, k)
     if any(is_quantized(t) for t in ctx.inputs) or any(is_quantized(t) for t in ctx.outputs):
-        kk = _REGISTRY[("MatMul", "ort")]
+        kk = require("MatMul", "ort")
     else:
-        kk = _REGISTRY[("MatMul", "float")]
+        kk = require("MatMul", "float")
     return Delegate(kk, kk.prepare(node, ctx))
 
 

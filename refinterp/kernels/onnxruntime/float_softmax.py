@@ -25,7 +25,7 @@ import numpy as np
 
 from .common import is_quantized
 from .float_sgemm import _fma32
-from ..registry import _REGISTRY, Delegate, kernel
+from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -96,9 +96,9 @@ def mlas_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 def _prepare(node, ctx):
     first_in = ctx.inputs[0] if ctx.inputs else None
     if is_quantized(first_in) or any(is_quantized(t) for t in ctx.outputs):
-        k = _REGISTRY[("Softmax", "ort")]
+        k = require("Softmax", "ort")
         return Delegate(k, k.prepare(node, ctx))
-    fk = _REGISTRY[("Softmax", "float")]
+    fk = require("Softmax", "float")
     plan = fk.prepare(node, ctx)
     if first_in is None or str(first_in.dtype) != "float32" or plan.get("beta", 1.0) != 1.0:
         return Delegate(fk, plan)

@@ -163,7 +163,7 @@ def _corrected(raw, a, b, za: int, zb: int) -> np.ndarray:
     return raw - za * b.sum(axis=0)[None, :] - zb * a.sum(axis=1)[:, None] + k * za * zb
 
 
-@ort_kernel("Conv", VARIANTS, lambda n, c: _prepare(n, c, "Conv"))
+@ort_kernel("Conv", VARIANTS, lambda n, c: _prepare(n, c, "Conv"), IMPLS)
 def ort_conv(plan: QGemmPlan, x, w, b=None):
     y = fast_ort_conv(plan, x) if _FAST else None  # None: not covered, the NumPy path below
     if y is not None:
@@ -171,7 +171,7 @@ def ort_conv(plan: QGemmPlan, x, w, b=None):
     return _finish(plan, _conv_acc(plan, x, w))
 
 
-@ort_kernel("DepthwiseConv", VARIANTS, lambda n, c: _prepare(n, c, "DepthwiseConv"))
+@ort_kernel("DepthwiseConv", VARIANTS, lambda n, c: _prepare(n, c, "DepthwiseConv"), IMPLS)
 def ort_depthwise(plan: QGemmPlan, x, w, b=None):
     # MLAS depthwise kernels (MlasConvDepthwise, ConvSym depthwise) accumulate in exact int32.
     y = fast_ort_conv(plan, x) if _FAST else None
@@ -193,7 +193,7 @@ def _mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
     return np.matmul(np.asarray(a).astype(np.float64) - plan.zx, wq)
 
 
-@ort_kernel("MatMul", VARIANTS, lambda n, c: _prepare(n, c, "MatMul"))
+@ort_kernel("MatMul", VARIANTS, lambda n, c: _prepare(n, c, "MatMul"), IMPLS)
 def ort_matmul(plan: QGemmPlan, a, b):
     y = fast_ort_gemm(plan, a) if _FAST else None  # None: not covered, the NumPy path below
     if y is not None:
@@ -201,7 +201,7 @@ def ort_matmul(plan: QGemmPlan, a, b):
     return _finish(plan, _mm_acc(plan, a, b))
 
 
-@ort_kernel("Gemm", VARIANTS, lambda n, c: _prepare(n, c, "Gemm"))
+@ort_kernel("Gemm", VARIANTS, lambda n, c: _prepare(n, c, "Gemm"), IMPLS)
 def ort_gemm(plan: QGemmPlan, a, b, c=None):
     """QGemm: C is an int32 matrix/vector already in the accumulator scale (accumulate mode)."""
     y = fast_ort_gemm(plan, a, c) if _FAST else None

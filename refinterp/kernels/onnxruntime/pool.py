@@ -25,7 +25,7 @@ from ..float import pool as _fpool
 from .common import ort_kernel
 from ..tflite.common import qparams, qrange
 from ..spatial import to_channels_last
-from ..registry import _REGISTRY
+from ..registry import require
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -117,7 +117,7 @@ def ort_softmax(p, x):
 
 
 def _resize_prepare(node, ctx):
-    fk = _REGISTRY[("Resize", "float")]
+    fk = require("Resize", "float")
     return {"fk": fk, "fplan": fk.prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
 
 

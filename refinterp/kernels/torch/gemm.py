@@ -87,7 +87,7 @@ def _register(engine: str) -> None:
         return _finish(plans, _og._mm_acc(plans[0], a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
-        ort_kernel(kind, engine, lambda n, c, k=kind: _prepare(n, c, k, engine))(fn)
+        ort_kernel(kind, engine, lambda n, c, k=kind: _prepare(n, c, k, engine), IMPLS)(fn)
 
 
 _register("fbgemm")

@@ -33,6 +33,9 @@ from ...registry import kernel
 VARIANT = "tflite_opt"
 
 
+HARD_SWISH_IMPLS = ("reference", "neon")  # x86 build (reference kernel) | the NEON table
+
+
 def _prepare(is_tanh: bool):
     ref_prepare = qactivation._prepare_sigmoid_tanh(is_tanh)
 
@@ -53,8 +56,8 @@ def _prepare(is_tanh: bool):
     return prepare
 
 
-kernel("Sigmoid", VARIANT, prepare=_prepare(False))(qactivation._sigmoid_tanh)
-kernel("Tanh", VARIANT, prepare=_prepare(True))(qactivation._sigmoid_tanh)
+kernel("Sigmoid", VARIANT, prepare=_prepare(False), impls=qactivation.TABLE_IMPLS)(qactivation._sigmoid_tanh)
+kernel("Tanh", VARIANT, prepare=_prepare(True), impls=qactivation.TABLE_IMPLS)(qactivation._sigmoid_tanh)
 
 
 # --- HARD_SWISH -------------------------------------------------------------------------------
@@ -85,7 +88,7 @@ def _neon_hard_swish(plan, dtype: str) -> np.ndarray:
 
 def _prepare_hard_swish(node, ctx):
     plan = qactivation._prepare_hard_swish(node, ctx)
-    if impl(ctx, ("reference", "neon"), "reference") == "reference":
+    if impl(ctx, HARD_SWISH_IMPLS, "reference") == "reference":
         return plan
     _, zx = qparams(ctx.inputs[0], node, "input")
     _, zo = qparams(ctx.outputs[0], node, "output")
@@ -93,7 +96,7 @@ def _prepare_hard_swish(node, ctx):
     return {**plan, "impl": "neon", "neon_table": _neon_hard_swish(plan, plan["dtype"])}
 
 
-@kernel("HardSwish", VARIANT, prepare=_prepare_hard_swish)
+@kernel("HardSwish", VARIANT, prepare=_prepare_hard_swish, impls=HARD_SWISH_IMPLS)
 def _hard_swish(plan, x):
     ref = qactivation._hard_swish(plan, x)
     if plan.get("impl") != "neon":

@@ -112,7 +112,7 @@ def _prepare_mul(node, ctx):
     return p
 
 
-@kernel("Mul", VARIANT, prepare=_prepare_mul)
+@kernel("Mul", VARIANT, prepare=_prepare_mul, impls=qelementwise.MUL_IMPLS)
 def _mul(p, a, b):
     ref = qelementwise._run_mul(p, a, b)
     width = p.get("vector_width")
@@ -241,7 +241,7 @@ def _add_8bit(p, a, b):
     return np.where(mask, lane_t[idx], ref_t[idx]).reshape(shape)
 
 
-@kernel("Add", VARIANT, prepare=_prepare_add)
+@kernel("Add", VARIANT, prepare=_prepare_add, impls=qelementwise.ADD_IMPLS)
 def _add(p, a, b):
     if p["dtype"] in ("int8", "uint8"):
         a, b = np.asarray(a), np.asarray(b)

@@ -33,6 +33,12 @@ REQUANT_BLOCK = 16
 _FAST = fast_kernels()
 
 
+# ``impl`` values (x86 build first; the others are the ARM / other-build forms)
+QUANTIZE_IMPLS = ("x86_convert", "saturating_convert")
+DEQUANTIZE_IMPLS = ("mul_add", "fma")
+SOFTMAX_IMPLS = ("float_lut", "uint16_lut")
+
+
 def _block_mask(n: int) -> np.ndarray:
     """True for flat indices handled by the 8-wide vector loop."""
     return np.arange(n) < BLOCK * (n // BLOCK)
@@ -62,7 +68,7 @@ def _prepare_quantize(node, ctx):
     is added) or ``saturating_convert`` (aarch64: the conversions saturate; documented, not run)."""
     p = qmisc._prepare_quantize(node, ctx)
     if p["float"]:
-        how = impl(ctx, ("x86_convert", "saturating_convert"), "x86_convert")
+        how = impl(ctx, QUANTIZE_IMPLS, "x86_convert")
         p = dict(p, opt_blocks=True, reciprocal=_F(1.0 / float(p["scale"])),
                  saturating=how == "saturating_convert")
     elif ctx.inputs[0].dtype in ("int8", "uint8") and p["dtype"] in ("int8", "uint8"):
@@ -70,7 +76,7 @@ def _prepare_quantize(node, ctx):
     return p
 
 
-@kernel("Quantize", VARIANT, prepare=_prepare_quantize)
+@kernel("Quantize", VARIANT, prepare=_prepare_quantize, impls=QUANTIZE_IMPLS)
 def _quantize(p, x):
     if p.get("requant_blocks"):
         ref = qmisc._quantize(p, x)
@@ -104,11 +110,11 @@ def _prepare_dequantize(node, ctx):
     if not p["f16"] and t.dtype in ("int8", "uint8", "int16") and t.quant.scale.size == 1:
         s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
         p = dict(p, opt_blocks=True, scale=_F(s), zero_times_scale=_F(-z * s),
-                 fma=impl(ctx, ("mul_add", "fma"), "mul_add") == "fma")
+                 fma=impl(ctx, DEQUANTIZE_IMPLS, "mul_add") == "fma")
     return p
 
 
-@kernel("Dequantize", VARIANT, prepare=_prepare_dequantize)
+@kernel("Dequantize", VARIANT, prepare=_prepare_dequantize, impls=DEQUANTIZE_IMPLS)
 def _dequantize(p, x):
     ref = qmisc._dequantize(p, x)
     if not p.get("opt_blocks"):
@@ -139,7 +145,7 @@ def _prepare_softmax(node, ctx):
     sx, _ = qparams(ctx.inputs[0], node, "input")
     so, zo = qparams(ctx.outputs[0], node, "output")
     beta = _F(node.attrs.get("beta", 1.0))
-    how = impl(ctx, ("float_lut", "uint16_lut"), "float_lut")
+    how = impl(ctx, SOFTMAX_IMPLS, "float_lut")
     if how == "uint16_lut" and p["dtype"] == dt:
         s16 = _F(sx * beta)
         e = np.array([lut.expf(_F(s16 * _F(v - 255))) for v in range(256)], _F)
@@ -171,7 +177,7 @@ def _run_uint16_lut(p, x):
     return np.clip(np.where(lanes, up, ref) + p["zo"], lo, hi).astype(p["dtype"])
 
 
-@kernel("Softmax", VARIANT, prepare=_prepare_softmax)
+@kernel("Softmax", VARIANT, prepare=_prepare_softmax, impls=SOFTMAX_IMPLS)
 def _softmax(p, x):
     if p.get("uint16_lut"):
         return _run_uint16_lut(p, x)

@@ -43,6 +43,7 @@ from ..xnnpack.gemm import delegate_ctx, fallback_ctx
 OPT, XNN = "tflite_opt", "xnn"
 MEAN_IMPLS = ("reference", "spatial_fast")
 SUM_IMPLS = ("typed", "uint8_bytes", "float_scale")
+XNN_IMPLS = ("xnn_float",)  # the delegate's float scale + zero-point formula
 _FAST = fast_kernels()
 
 
@@ -118,7 +119,7 @@ def _prepare_xnn(node, ctx):
     dctx = delegate_ctx(ctx)
     ax = _axes(node, ctx)
     why = None
-    if dctx.settings.get("impl") not in (None, "xnn_float"):
+    if dctx.settings.get("impl") not in (None,) + XNN_IMPLS:
         raise ModelError(f"node '{node.name}' ({node.source_op or node.op}): delegate impl "
                          f"'{dctx.settings.get('impl')}' is not one of xnn_float")
     if x.dtype not in ("int8", "uint8") or out.dtype != x.dtype or x.quant is None or out.quant is None:
@@ -182,5 +183,6 @@ def _run(plan, x, axes=None):
     return qreduce.qmean_or_sum(plan, x)
 
 
-kernel(("ReduceMean", "ReduceSum"), OPT, prepare=_prepare_opt)(_run)
-kernel(("ReduceMean", "ReduceSum"), XNN, prepare=_prepare_xnn)(_run)
+kernel(("ReduceMean", "ReduceSum"), OPT, prepare=_prepare_opt,
+       impls={"ReduceMean": MEAN_IMPLS, "ReduceSum": SUM_IMPLS})(_run)
+kernel(("ReduceMean", "ReduceSum"), XNN, prepare=_prepare_xnn, impls=XNN_IMPLS)(_run)

@@ -49,6 +49,12 @@ def _need_zero_zp(node, dtype, *zps):
         raise UnsupportedOpError(f"{where(node)}: int16 needs zero points of 0 (LiteRT Prepare fails)")
 
 
+# ``impl`` values: RELU6 requantize (LiteRT) | input_domain (TFLM); LOGISTIC / TANH / int16 RSQRT
+# lut (LiteRT) | fixed_point (TFLM).
+RELU6_IMPLS = ("requantize", "input_domain")
+TABLE_IMPLS = ("lut", "fixed_point")
+
+
 # --- RELU family ------------------------------------------------------------------------------
 
 def _prepare_relux(act_min: float, act_max: float | None, int16_ok: bool = True):
@@ -57,7 +63,7 @@ def _prepare_relux(act_min: float, act_max: float | None, int16_ok: bool = True)
         out = clamp(zo + MBQM(q - zx), max(qmin, Q(act_min)), min(qmax, Q(act_max)))."""
         dtype, sx, zx, so, zo = _io(node, ctx, ("int8", "uint8", "int16") if int16_ok else ("int8", "uint8"))
         _need_zero_zp(node, dtype, zx, zo)
-        if act_max == 6.0 and impl(ctx, ("requantize", "input_domain"), "requantize") == "input_domain":
+        if act_max == 6.0 and impl(ctx, RELU6_IMPLS, "requantize") == "input_domain":
             # TFLM RELU6: clamp the raw input codes to [zx, zx + round(6/sx)]; output params ignored.
             qlo, qhi = qrange(dtype)
             six = min(max(quantize_bound(6.0, sx, zx), qlo), qhi)
@@ -73,7 +79,7 @@ def _prepare_relux(act_min: float, act_max: float | None, int16_ok: bool = True)
 
 
 @kernel("Relu", "tflite_ref", prepare=_prepare_relux(0.0, None))
-@kernel("Relu6", "tflite_ref", prepare=_prepare_relux(0.0, 6.0))
+@kernel("Relu6", "tflite_ref", prepare=_prepare_relux(0.0, 6.0), impls=RELU6_IMPLS)
 @kernel("ReluN1To1", "tflite_ref", prepare=_prepare_relux(-1.0, 1.0, int16_ok=False))
 def _relux(plan, x):
     return _run_table(plan, x)
@@ -172,7 +178,7 @@ def _prepare_sigmoid_tanh(is_tanh: bool):
             return _prepare_int16_sigmoid_tanh(node, is_tanh, sx, zx, so, zo)
         if not is_tanh and (dtype == "int8" and float(so) != 1.0 / 256):
             raise UnsupportedOpError(f"{where(node)}: LOGISTIC int8 needs output scale 1/256 (got {so})")
-        how = impl(ctx, ("lut", "fixed_point"), "lut")
+        how = impl(ctx, TABLE_IMPLS, "lut")
         if how == "lut":
             fn = lut.tanh_f32 if is_tanh else lut.logistic_f32
             return _plan(lut.lut_int8(sx, zx, so, zo, fn, dtype), dtype, impl=how)
@@ -233,8 +239,8 @@ def _prepare_int16_sigmoid_tanh(node, is_tanh: bool, sx, zx, so, zo):
     return _plan(y, "int16", input_multiplier=mult, input_left_shift=lsh)
 
 
-@kernel("Sigmoid", "tflite_ref", prepare=_prepare_sigmoid_tanh(False))
-@kernel("Tanh", "tflite_ref", prepare=_prepare_sigmoid_tanh(True))
+@kernel("Sigmoid", "tflite_ref", prepare=_prepare_sigmoid_tanh(False), impls=TABLE_IMPLS)
+@kernel("Tanh", "tflite_ref", prepare=_prepare_sigmoid_tanh(True), impls=TABLE_IMPLS)
 def _sigmoid_tanh(plan, x):
     return _run_table(plan, x)
 
@@ -271,7 +277,7 @@ def _prepare_rsqrt(node, ctx):
     if dtype == "int16":
         _need_zero_zp(node, dtype, zx, zo)
     # impl fixed_point (TFLM): the integer Newton-Raphson path for int16 too.
-    if dtype == "int16" and impl(ctx, ("lut", "fixed_point"), "lut") == "lut":
+    if dtype == "int16" and impl(ctx, TABLE_IMPLS, "lut") == "lut":
         edge = _F(_F(32767) * so)
 
         def fn(x):
@@ -289,7 +295,7 @@ def _prepare_rsqrt(node, ctx):
     return _plan(y, dtype, multiplier=M, shift=s, valid_from=zx)
 
 
-@kernel("Rsqrt", "tflite_ref", prepare=_prepare_rsqrt)
+@kernel("Rsqrt", "tflite_ref", prepare=_prepare_rsqrt, impls=TABLE_IMPLS)
 def _rsqrt(plan, x):
     if x.size and int(x.min()) < plan["valid_from"]:
         # LiteRT fails the node the same way ("Rsqrt is only defined for positive values").

@@ -21,6 +21,12 @@ _I64 = np.int64
 _FAST = fast_kernels()
 
 
+# ``impl`` values: int16 ADD / SUB pot_if_possible (LiteRT) | general_int16 (TFLM); MUL multiplier
+# float32_multiplier (LiteRT mul.cc) | float64_multiplier (TFLM mul_common.cc).
+ADD_IMPLS = ("pot_if_possible", "general_int16")
+MUL_IMPLS = ("float32_multiplier", "float64_multiplier")
+
+
 def _binary_io(node, ctx, allowed):
     dt = check_dtype(ctx.inputs[0], node, allowed)
     if ctx.inputs[1].dtype != dt or ctx.outputs[0].dtype != dt:
@@ -54,7 +60,7 @@ def _prepare_add_sub(is_sub: bool):
                 raise UnsupportedOpError(f"{where(node)}: int16 needs zero points of 0")
             pots = [checked_log2(s) for s in (s1, s2, so)]
             # impl "general_int16" (TFLM): the power-of-two path does not exist there.
-            pot_path = impl(ctx, ("pot_if_possible", "general_int16"), "pot_if_possible") == "pot_if_possible"
+            pot_path = impl(ctx, ADD_IMPLS, "pot_if_possible") == "pot_if_possible"
             if pot_path and node.attrs.get("pot_scale_int16", True) and all(p for p, _ in pots):
                 sh1, sh2 = pots[0][1] - pots[2][1], pots[1][1] - pots[2][1]
                 if not (sh1 == 0 or sh2 == 0) or sh1 > 0 or sh2 > 0:
@@ -110,7 +116,7 @@ def _mul_real_multiplier(ctx, s1, s2, so) -> float:
     """impl ``float32_multiplier`` (LiteRT ``mul.cc``): float32(float32(s1*s2)/so) widened to double;
     impl ``float64_multiplier`` (TFLM ``mul_common.cc``): double(s1)*double(s2)/double(so).
     The two differ in the last bits of M, enough for rare +-1 outputs (mostly int16)."""
-    form = impl(ctx, ("float32_multiplier", "float64_multiplier"), "float32_multiplier")
+    form = impl(ctx, MUL_IMPLS, "float32_multiplier")
     if form == "float64_multiplier":
         return float(s1) * float(s2) / float(so)
     return float(_F(_F(s1 * s2) / so))
@@ -173,9 +179,9 @@ def _run_min(p, a, b):
     return np.minimum(a, b).astype(p["dtype"])
 
 
-kernel("Add", "tflite_ref", prepare=_prepare_add_sub(False))(_run_add_sub)
-kernel("Sub", "tflite_ref", prepare=_prepare_add_sub(True))(_run_add_sub)
-kernel("Mul", "tflite_ref", prepare=_prepare_mul)(_run_mul)
+kernel("Add", "tflite_ref", prepare=_prepare_add_sub(False), impls=ADD_IMPLS)(_run_add_sub)
+kernel("Sub", "tflite_ref", prepare=_prepare_add_sub(True), impls=ADD_IMPLS)(_run_add_sub)
+kernel("Mul", "tflite_ref", prepare=_prepare_mul, impls=MUL_IMPLS)(_run_mul)
 kernel("SquaredDifference", "tflite_ref", prepare=_prepare_sqdiff)(_run_sqdiff)
 kernel("Max", "tflite_ref", prepare=_prepare_maxmin)(_run_max)
 kernel("Min", "tflite_ref", prepare=_prepare_maxmin)(_run_min)

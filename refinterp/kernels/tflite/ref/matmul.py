@@ -105,7 +105,7 @@ def _prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
                    wq, zw_b, bias, rq, not acc64, dict(ctx.settings))
 
 
-@kernel("FullyConnected", VARIANT, prepare=_prepare_fc)
+@kernel("FullyConnected", VARIANT, prepare=_prepare_fc, impls=FC_IMPLS)
 def qfully_connected(plan: QFCPlan, x, w, b=None):
     y = fast_fc(plan, x) if _FAST else None
     if y is not None:

@@ -75,7 +75,7 @@ def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(a < 0, -q, q)
 
 
-@kernel("AveragePool", VARIANT, prepare=_prepare)
+@kernel("AveragePool", VARIANT, prepare=_prepare, impls=AVG_IMPLS)
 def qaverage_pool(plan: QPoolPlan, x):
     xc = to_channels_last(np.asarray(x), plan.fplan.layout).astype(np.int64)
     spatial = xc.shape[1:-1]

@@ -85,7 +85,7 @@ def _reduced_count(x: np.ndarray, ax) -> int:
     return int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
 
 
-@kernel(("ReduceMean", "ReduceSum"), VARIANT, prepare=_prepare)
+@kernel(("ReduceMean", "ReduceSum"), VARIANT, prepare=_prepare, impls={"ReduceSum": SUM_IMPLS})
 def qmean_or_sum(plan: QReducePlan, x, axes=None):
     y = fast_reduce(plan, x) if _FAST else None
     if y is not None:
