@@ -155,6 +155,12 @@ def rdbp(x, e) -> np.ndarray:
     return (x >> e) + (rem > thr).astype(np.int64)
 
 
+def vqrdmulh(a, M) -> np.ndarray:
+    """NEON ``vqrdmulh`` on int32 lanes with 0 <= M < 2^31: (a*M + 2^30) >> 31, ties toward +inf
+    (SRDHM without its truncating nudge; the saturating case, both INT32_MIN, cannot occur)."""
+    return (_i64(a) * _i64(M) + (1 << 30)) >> 31
+
+
 def wrap_int32(x) -> np.ndarray:
     """Two's-complement wrap of int64 values to int32 (what C++ int32 overflow does in practice)."""
     x = _i64(x)

@@ -1,4 +1,15 @@
-"""Branch-free scalar rescale forms for Numba element loops.
+"""The fixed-point primitives in Numba, each equal to its NumPy form in ``fixedpoint.py`` /
+``requant.py`` (tests/unit/test_quant_fixedpoint_nb.py checks them against each other on edge values).
+
+Scalar, ``inline="always"`` functions for Numba element loops.  Most are branch-free forms that
+take an int32-valued ``v`` (int64) and constants fixed per plan, so a loop calling them
+has no data-dependent branch (the ``if`` below are selects) and LLVM vectorises it:
+
+* ``wrap32(v)``: two's-complement int32 wrap (``fixedpoint.wrap_int32``);
+* ``srdhm(a, b)``: SaturatingRoundingDoublingHighMul for any int32 operands (``fixedpoint.srdhm``);
+  ``srdhm_pos(a, M)`` the same for M >= 0 (no saturation case);
+* ``rdbp(q, right)``: RoundingDivideByPOT (``fixedpoint.rdbp``);
+* ``vqrdmulh(a, M)``: NEON's rounding doubling high half, ties up (``fixedpoint.vqrdmulh``);
 
 Each form takes an int32-valued ``v`` (int64) and constants fixed per plan, so a loop calling it
 has no data-dependent branch (the ``if`` below are selects) and LLVM vectorises it:
@@ -8,7 +19,9 @@ has no data-dependent branch (the ``if`` below are selects) and LLVM vectorises 
 * ``mbqm_single(v, M, total)``: ``(v * M + 2^(total-1)) >> total``, total = 31 - shift;
 * ``vqrdmulh_rdbp(v, M, right)``: ``RDBP((v * M + 2^30) >> 31, right)`` (NEON int16 ADD output).
 
-Contract: 0 <= M < 2^31 (so SRDHM's INT32_MIN * INT32_MIN saturation cannot occur),
+* ``mbqm_pot(a, m, cp, cn, total)``: ``double`` / ``upward`` in one shift with ``pot_consts``.
+
+Contract of the rescale forms: 0 <= M < 2^31 (so SRDHM's INT32_MIN * INT32_MIN saturation cannot occur),
 0 <= left <= 31, 0 <= right <= 31, 1 <= total <= 62; every product < 2^62 in magnitude.
 ``forms(M, shift, rounding)`` returns the constants in that order, or None for other roundings.
 """
@@ -37,6 +50,21 @@ def srdhm_pos(a, M):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
+def srdhm(a, b):  # pragma: no cover - compiled
+    """SRDHM for any int32-valued operands: INT32_MAX for INT32_MIN * INT32_MIN, else
+    floor((a*b + 2^30) / 2^31) (equal to gemmlowp's truncating form, see ``srdhm_pos``)."""
+    if a == -2147483648 and b == -2147483648:
+        return np.int64(2147483647)
+    return (a * b + 1073741824) >> 31
+
+
+@numba.njit(cache=True, inline="always")
+def vqrdmulh(a, M):  # pragma: no cover - compiled
+    """NEON vqrdmulh on int32 lanes, 0 <= M < 2^31: (a*M + 2^30) >> 31 (ties toward +inf)."""
+    return (a * M + 1073741824) >> 31
+
+
+@numba.njit(cache=True, inline="always")
 def rdbp(q, right):  # pragma: no cover - compiled
     """gemmlowp RoundingDivideByPOT (ties away from zero), 0 <= right <= 62:
     floor((q + 2^(right-1) - [q < 0]) / 2^right) for right > 0, q itself for right == 0."""
@@ -61,7 +89,33 @@ def mbqm_single(v, M, total):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, inline="always")
 def vqrdmulh_rdbp(v, M, right):  # pragma: no cover - compiled
-    return rdbp((v * M + 1073741824) >> 31, right)
+    return rdbp(vqrdmulh(v, M), right)
+
+
+def pot_consts(M, shift, upward):
+    """Per-channel (cp, cn, total shift) int64 arrays for ``mbqm_pot`` from ``M``
+    (0 <= M < 2^31), ``shift`` (>= -31) and ``upward`` (bool): with e = max(-shift, 0) and
+    h = 2^(e-1) (e > 0; else 0): cp = 2^30 + h * 2^31, cn = 2^31 if (double and e > 0) else 0,
+    total = 31 + e."""
+    e = np.maximum(-np.asarray(shift, np.int64), 0)
+    h = np.where(e > 0, np.left_shift(np.int64(1), np.maximum(e - 1, 0)), 0)
+    cn = np.where((e > 0) & ~np.asarray(upward, bool), np.int64(1) << 31, 0)
+    return ((1 << 30) + h * (1 << 31)).astype(np.int64), cn.astype(np.int64), (31 + e).astype(np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def mbqm_pot(a, m, cp, cn, total):  # pragma: no cover - compiled
+    """``double`` / ``upward`` MultiplyByQuantizedMultiplier of an int32-valued ``a`` (already the
+    int32 wrap of ``v << left``) with 0 <= m < 2^31, right shift e <= 31, ``pot_consts``.
+
+    SRDHM is q = floor((a*m + 2^30) / 2^31) (INT32_MIN * INT32_MIN cannot occur as m >= 0); the
+    rounding right shift is floor((q + h') / 2^e) with h' = h - 1 for q < 0 in ``double`` (ties
+    away from zero), h' = h in ``upward``.  Nested floors give one shift,
+    floor((a*m + 2^30 + h'*2^31) / 2^(31+e)), and q < 0 iff a*m < -2^30.  |a*m| < 2^62 and
+    h*2^31 <= 2^61: the int64 sum cannot overflow; the result fits int32.  Branch-free: one
+    vpmuldq, add, masked sub and vpsravq per 8 lanes."""
+    ab = np.int64(a) * np.int64(m)
+    return (ab + cp - (cn & ((ab + 1073741824) >> 63))) >> total
 
 
 def forms(M: int, shift: int, rounding) -> tuple[int, int, int, int] | None:

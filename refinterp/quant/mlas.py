@@ -84,7 +84,7 @@ def lut(fn, x_scale, x_zp: int, in_dtype: str, y_scale, y_zp: int, out_dtype: st
     return quantize_linear(fn(f32(v)), y_scale, y_zp, int(oinfo.min), int(oinfo.max))
 
 
-def _fma_f32(a, b, c) -> np.ndarray:
+def fma_f32(a, b, c) -> np.ndarray:
     """float32 fused multiply-add: a*b + c rounded once.  The float64 product of a float32 and an
     integer below 2^16 is exact and the float64 sum is exact for these magnitudes (span < 53 bits),
     so the only rounding is the final float32 one, as in a hardware FMA."""
@@ -96,8 +96,8 @@ def qladd_x86(a, b, sa, za: int, sb, zb: int, sc, zc: int, lo: int, hi: int) -> 
     rA = f32(sa/sc), rB = f32(sb/sc), Fixed = f32(zc - fma(rA, za, f32(rB*zb))),
     t = fma(a_raw, rA, fma(b_raw, rB, Fixed)); y = sat(RNE(t))."""
     ra, rb = F32(sa) / F32(sc), F32(sb) / F32(sc)
-    fixed = F32(F32(zc) - _fma_f32(ra, F32(za), F32(rb * F32(zb))))
-    t = _fma_f32(np.asarray(a, np.int64), ra, _fma_f32(np.asarray(b, np.int64), rb, fixed))
+    fixed = F32(F32(zc) - fma_f32(ra, F32(za), F32(rb * F32(zb))))
+    t = fma_f32(np.asarray(a, np.int64), ra, fma_f32(np.asarray(b, np.int64), rb, fixed))
     return np.clip(np.rint(t).astype(np.int64), lo, hi)
 
 

@@ -20,7 +20,7 @@ def qrange(dtype: str) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def _q(f: float, scale: np.float32, zp: int) -> int:
+def quantize_bound(f: float, scale: np.float32, zp: int) -> int:
     """``zp + int(TfLiteRound(f / scale))`` with the division in float32."""
     return int(zp) + int(round_half_away(np.float32(np.float32(f) / np.float32(scale))))
 
@@ -33,11 +33,11 @@ def activation_range(act: str | None, scale, zero_point, dtype: str, where: str 
     if act in (None, "NONE"):
         return lo, hi
     if act == "RELU":
-        return max(lo, _q(0.0, s, z)), hi
+        return max(lo, quantize_bound(0.0, s, z)), hi
     if act == "RELU6":
-        return max(lo, _q(0.0, s, z)), min(hi, _q(6.0, s, z))
+        return max(lo, quantize_bound(0.0, s, z)), min(hi, quantize_bound(6.0, s, z))
     if act == "RELU_N1_TO_1":
-        return max(lo, _q(-1.0, s, z)), min(hi, _q(1.0, s, z))
+        return max(lo, quantize_bound(-1.0, s, z)), min(hi, quantize_bound(1.0, s, z))
     raise UnsupportedOpError(f"fused activation {act} is not supported on a quantized node", where or None)
 
 

@@ -5,7 +5,7 @@ non 8-bit codes, non-finite ratios).
 Per element (codes already shifted by ``shift``, the int8_as_uint8 re-encoding):
 ``t = f32(f64(a) * f64(rA) + f64(f32(f64(b) * f64(rB) + f64(Fixed))))``: each product of a code
 below 2^9 and a float32 is exact in float64 and each float64 sum is rounded once to float32, the
-same operations as ``mlas._fma_f32``; then ``y = clamp(RNE(t), lo, hi) - shift``.  RNE of the
+same operations as ``mlas.fma_f32``; then ``y = clamp(RNE(t), lo, hi) - shift``.  RNE of the
 clamped value by the float32 magic-number add (|t| <= 2^22 after the clamp).
 """
 from __future__ import annotations
@@ -31,11 +31,11 @@ def _qladd(a, b, ra, rb, fixed, shift, flo, fhi, out):  # pragma: no cover - com
 
 def _consts(p):
     (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
-    from refinterp.quant.mlas import _fma_f32
+    from refinterp.quant.mlas import fma_f32
 
     with np.errstate(all="ignore"):
         ra, rb = F32(sa) / F32(sc), F32(sb) / F32(sc)
-        fixed = F32(F32(zc) - _fma_f32(ra, F32(za), F32(rb * F32(zb))))
+        fixed = F32(F32(zc) - fma_f32(ra, F32(za), F32(rb * F32(zb))))
     if not (np.isfinite(ra) and np.isfinite(rb) and np.isfinite(fixed)):
         return None
     return np.float64(ra), np.float64(rb), np.float64(fixed)

@@ -1,5 +1,4 @@
-"""Shared prepare-time helpers of the TFLite integer kernels (qelementwise, qactivation, qsoftmax,
-qmisc): tensor quant params as the C++ sees them (float32 scale, int32 zero point), the fused
+"""Shared prepare-time helpers of the TFLite integer kernels (every folder under kernels/tflite/): tensor quant params as the C++ sees them (float32 scale, int32 zero point), the fused
 activation clamp (``CalculateActivationRangeQuantized``) and the requantization rounding knob."""
 from __future__ import annotations
 
@@ -10,18 +9,12 @@ import numpy as np
 from refinterp.errors import UnsupportedOpError
 from refinterp.ir import Node, TensorInfo
 from refinterp.quant import Rounding, requantize, round_half_away
-from refinterp.quant.params import _q as _quantize_bound
 from refinterp.quant.params import activation_range as _activation_range
-
+from refinterp.quant.params import qrange, quantize_bound  # noqa: F401  (the kernels' shared names)
 
 
 def where(node: Node) -> str:
     return f"node '{node.name}' ({node.source_op or node.op})"
-
-
-def qrange(dtype: str) -> tuple[int, int]:
-    info = np.iinfo(np.dtype(dtype))
-    return int(info.min), int(info.max)
 
 
 def qparams(t: TensorInfo | None, node: Node, what: str) -> tuple[np.float32, int]:
@@ -50,11 +43,6 @@ def checked_log2(scale) -> tuple[bool, int]:
     l2 = f32(logf(scale) * f32(f32(1.0) / logf(2.0)))
     r = f32(round_half_away(l2))
     return bool(abs(float(f32(l2 - r))) < 1e-3), int(r)
-
-
-def quantize_bound(f: float, scale: np.float32, zp: int) -> int:
-    """``zp + (int)roundf(f / scale)`` with the division in float32."""
-    return _quantize_bound(f, scale, zp)
 
 
 def activation_range(act: str | None, scale: np.float32, zp: int, dtype: str, node: Node) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import ModelError, UnsupportedOpError
+from refinterp.quant.fixedpoint import wrap_int32
 from .common import F32, act_range, clamp, filter_of, float_bias
 from .quantize import quantize_rows
 from ...registry import kernel
@@ -66,8 +67,9 @@ def _prepare_fc(node, ctx) -> HybridFCPlan:
                         bool(node.attrs.get("keep_num_dims", False)), lo, hi)
 
 
-def _wrap32(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.int64).astype(np.uint32).view(np.int32) if a.size else a.astype(np.int32)
+def wrap32(a: np.ndarray) -> np.ndarray:
+    """int32 wrap of an integer array, as int32 (``quant.fixedpoint.wrap_int32`` returns int64)."""
+    return wrap_int32(a).astype(np.int32)
 
 
 @kernel("FullyConnected", VARIANTS, prepare=_prepare_fc)
@@ -79,7 +81,7 @@ def hybrid_fully_connected(plan: HybridFCPlan, x, w=None, b=None):
     rows = x.reshape(-1, k)
     q, s, z = quantize_rows(rows, plan.asymmetric)
     acc = q.astype(np.int64) @ plan.w.T - z.astype(np.int64)[:, None] * plan.row_sums[None, :]
-    acc = _wrap32(acc)
+    acc = wrap32(acc)
     if plan.per_channel:
         scale = (plan.scales[None, :] * s[:, None]).astype(F32)
     else:
@@ -162,7 +164,7 @@ def hybrid_batch_matmul(plan: HybridBMMPlan, a, b=None):
     sel = _scale_rows(plan, lead, m)
     s, z = s[sel].reshape(lead + (m, 1)), z[sel].reshape(lead + (m, 1))
     q = q.reshape(a.shape).astype(np.int64)
-    tot = _wrap32(np.matmul(q, np.swapaxes(plan.w, -1, -2)))  # [..., M, N]
+    tot = wrap32(np.matmul(q, np.swapaxes(plan.w, -1, -2)))  # [..., M, N]
     corr = (plan.row_sums.astype(F32)[..., None, :] * z.astype(F32)).astype(F32)
     tot = np.trunc((tot.astype(F32) - corr).astype(F32)).astype(np.int32)
     scale = (s * plan.scales).astype(F32) if plan.per_channel else (s * plan.scales[0]).astype(F32)

@@ -28,7 +28,7 @@ from refinterp.errors import ModelError
 from ...float import conv as _fconv
 from .common import F32, clamp
 from .conv import HybridConvPlan, _prepare as _prepare_conv
-from .matmul import _prepare_bmm, _prepare_fc, _wrap32
+from .matmul import _prepare_bmm, _prepare_fc, wrap32
 from ...registry import kernel
 
 VARIANT = "xnn_hybrid"
@@ -83,7 +83,7 @@ def xnn_fully_connected(plan, x, w=None, b=None):
     if x.size % k:
         raise ModelError(f"node '{plan.name}' (FullyConnected): input size {x.size} not a multiple of {k}")
     q, inv, zp = qd8_rows(x.reshape(-1, k))
-    acc = _wrap32((q - zp[:, None]) @ plan.w.T)
+    acc = wrap32((q - zp[:, None]) @ plan.w.T)
     sw = np.broadcast_to(plan.scales, (o,))
     bias = np.zeros(o, F32) if plan.bias is None else plan.bias
     y = clamp(fma_f32((acc.astype(F32) * inv[:, None]).astype(F32), sw, bias), plan.lo, plan.hi)
@@ -135,7 +135,7 @@ def xnn_batch_matmul(plan, a, b=None):
         raise ModelError(f"node '{plan.name}' (BatchMatMul): contraction {a.shape[-1]} != {k}")
     q, inv, zp = qd8_rows(a.reshape(-1, k))
     xq = (q - zp[:, None]).reshape(a.shape)
-    acc = _wrap32(np.matmul(xq, np.swapaxes(plan.w, -1, -2)))
+    acc = wrap32(np.matmul(xq, np.swapaxes(plan.w, -1, -2)))
     n = plan.w.shape[-2]
     sw = np.broadcast_to(plan.scales, (n,))
     scaled = (acc.astype(F32) * inv.reshape(a.shape[:-1] + (1,))).astype(F32)

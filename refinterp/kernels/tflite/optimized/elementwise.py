@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refinterp.quant.fixedpoint import rdbp, wrap_int32
+from refinterp.quant.fixedpoint import rdbp, vqrdmulh, wrap_int32
 from refinterp.settings import fast_kernels
 from ..ref import elementwise as qelementwise
 from ..ref.elementwise_fast import fast_opt_add, pair_lookup
@@ -142,12 +142,6 @@ def _shl(x, s: int) -> np.ndarray:
     return wrap_int32(x << s) if s >= 0 else x >> -s
 
 
-def _vqrdmulh(a, M: int) -> np.ndarray:
-    """(a*M + 2^30) >> 31 on int32-valued a, 0 < M < 2^31: |a*M| < 2^62, exact in int64; the
-    only saturating case (both INT32_MIN) cannot occur."""
-    return (np.asarray(a, _I64) * M + (1 << 30)) >> 31
-
-
 def _prepare_add(node, ctx):
     p = qelementwise._prepare_add_sub(False)(node, ctx)
     return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
@@ -175,9 +169,9 @@ def _lanes_floor(p, a, b):
     They differ from the reference (SRDHM ties away, RDBP input shifts) near ties, e.g. where an input
     multiplier is an exact binary fraction (scales 0.08 / 0.05)."""
     ls = p["left_shift"]
-    x = _shl(_vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
-    y = _shl(_vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
-    return _narrow(p, rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
+    x = _shl(vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
+    y = _shl(vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
+    return _narrow(p, rdbp(vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
 
 
 def _lanes_single(p, a, b):
@@ -196,9 +190,9 @@ def _sum_single(p, a, b) -> np.ndarray:
     """RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o) with x_i = vqrdmulh(shl(q_i - z_i, left_shift + shift_i),
     M_i): the rescaled sum of the NEON ADD loops that round each input once (int8 and int16)."""
     ls = p["left_shift"]
-    x = _vqrdmulh(_shl(np.asarray(a).astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
-    y = _vqrdmulh(_shl(np.asarray(b).astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
-    return rdbp(_vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
+    x = vqrdmulh(_shl(np.asarray(a).astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
+    y = vqrdmulh(_shl(np.asarray(b).astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
+    return rdbp(vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
 
 
 def _pair_tables(p):

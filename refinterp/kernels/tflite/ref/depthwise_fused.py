@@ -21,44 +21,20 @@ Requantizer (``requant_row``), bit-identical to kernels/tflite/ref/requant_fast.
 2. anything else ``rq_arrays`` covers: requant.py's ``_rescale`` per channel code.
 With ``fold`` the row buffer already holds the int32-wrapped ``acc + bias`` (``wrap`` overflow);
 else the int64 bias is added there and ``overflow`` applied (0 exact, 1 wrap, 2 saturate).
-(One module on purpose: Numba's on-disk cache does not see edits to inlined helpers in other files.)
+(The fixed-point primitives are inlined from refinterp/quant/fixedpoint_nb.py; Numba's on-disk cache does
+not see edits to them: after changing one, delete this folder's ``__pycache__/*.nb[ci]``.)
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from .requant_fast import _rescale, _wrap32
+from refinterp.quant.fixedpoint_nb import mbqm_pot, pot_consts, wrap32  # noqa: F401  (pot_consts: callers)
+from .requant_fast import rescale
 
 U = np.uint64
 I16 = np.int16
 I32 = np.int32
-
-
-def pot_consts(M, shift, upward):
-    """Per-channel (cp, cn, total shift) int64 arrays for ``mbqm_pot`` from ``M``
-    (0 <= M < 2^31), ``shift`` (>= -31) and ``upward`` (bool): with e = max(-shift, 0) and
-    h = 2^(e-1) (e > 0; else 0): cp = 2^30 + h * 2^31, cn = 2^31 if (double and e > 0) else 0,
-    total = 31 + e."""
-    e = np.maximum(-np.asarray(shift, np.int64), 0)
-    h = np.where(e > 0, np.left_shift(np.int64(1), np.maximum(e - 1, 0)), 0)
-    cn = np.where((e > 0) & ~np.asarray(upward, bool), np.int64(1) << 31, 0)
-    return ((1 << 30) + h * (1 << 31)).astype(np.int64), cn.astype(np.int64), (31 + e).astype(np.int64)
-
-
-@numba.njit(cache=True, inline="always")
-def mbqm_pot(a, m, cp, cn, total):  # pragma: no cover - compiled
-    """``double`` / ``upward`` MultiplyByQuantizedMultiplier of an int32-valued ``a`` (already the
-    int32 wrap of ``v << left``) with 0 <= m < 2^31, right shift e <= 31, ``pot_consts``.
-
-    SRDHM is q = floor((a*m + 2^30) / 2^31) (INT32_MIN * INT32_MIN cannot occur as m >= 0); the
-    rounding right shift is floor((q + h') / 2^e) with h' = h - 1 for q < 0 in ``double`` (ties
-    away from zero), h' = h in ``upward``.  Nested floors give one shift,
-    floor((a*m + 2^30 + h'*2^31) / 2^(31+e)), and q < 0 iff a*m < -2^30.  |a*m| < 2^62 and
-    h*2^31 <= 2^61: the int64 sum cannot overflow; the result fits int32.  Branch-free: one
-    vpmuldq, add, masked sub and vpsravq per 8 lanes."""
-    ab = np.int64(a) * np.int64(m)
-    return (ab + cp - (cn & ((ab + 1073741824) >> 63))) >> total
 
 
 @numba.njit(cache=True, inline="always")
@@ -100,14 +76,14 @@ def requant_row(racc, n, ob, out, q, qt, k, form, fold, overflow, has_left, zo, 
                 if fold == 0:
                     v += bias[c]
                     if overflow == 1:
-                        v = _wrap32(v)
+                        v = wrap32(v)
                     elif overflow == 2:
                         v = min(max(v, -2147483648), 2147483647)
                 if form == 0:
                     a = np.int32(v << left[c])
                     y = mbqm_pot(a, M[c], cp[c], cn[c], total[c])
                 else:
-                    y = _rescale(v, np.int64(M[c]), shift[c], sc32[c], sc64[c], code[c])
+                    y = rescale(v, np.int64(M[c]), shift[c], sc32[c], sc64[c], code[c])
                 out[ob + pb + c] = min(max(y + zo, lo), hi)
 
 

@@ -17,24 +17,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from refinterp.quant.fixedpoint_nb import rdbp, srdhm, wrap32
 from refinterp.quant.requant import Rounding
 
 _CODES = {Rounding.DOUBLE: 0, Rounding.UPWARD: 1, Rounding.SINGLE: 2, Rounding.FLOAT32_HALF_EVEN: 3,
           Rounding.FLOAT64_HALF_AWAY: 4}
-
-
-@numba.njit(cache=True, inline="always")
-def _wrap32(v):  # pragma: no cover - compiled
-    return ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
-
-
-@numba.njit(cache=True, inline="always")
-def _srdhm(a, m):  # pragma: no cover - compiled
-    if a == -2147483648 and m == -2147483648:
-        return np.int64(2147483647)
-    ab = a * m
-    num = ab + (1073741824 if ab >= 0 else 1 - 1073741824)
-    return (num >> 31) if num >= 0 else -((-num) >> 31)
 
 
 @numba.njit(cache=True, inline="always")
@@ -43,7 +30,7 @@ def _clip62(f):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _rescale(v, m, sh, sc32, sc64, code):  # pragma: no cover - compiled
+def rescale(v, m, sh, sc32, sc64, code):  # pragma: no cover - compiled
     if code == 3:  # float32_half_even
         return np.int64(_clip62(np.rint(np.float64(np.float32(v) * sc32))))
     if code == 4:  # float64_half_away, then static_cast<int32_t>
@@ -51,20 +38,18 @@ def _rescale(v, m, sh, sc32, sc64, code):  # pragma: no cover - compiled
         t = np.trunc(f)
         if abs(f - t) >= 0.5:
             t += 1.0 if f > 0 else -1.0
-        return _wrap32(np.int64(_clip62(t)))
+        return wrap32(np.int64(_clip62(t)))
     if code == 2:  # single
         total = 31 - sh
         return (v * m + (np.int64(1) << (total - 1))) >> total
     left = sh if sh > 0 else 0
     right = -sh if sh < 0 else 0
-    y = _srdhm(_wrap32(v << left), m)
+    y = srdhm(wrap32(v << left), m)
     if code == 1:  # upward
         if right > 0:
             y = (y + (np.int64(1) << (right - 1))) >> right
         return y
-    mask = (np.int64(1) << right) - 1  # double: RoundingDivideByPOT
-    thr = (mask >> 1) + (1 if y < 0 else 0)
-    return (y >> right) + (1 if (y & mask) > thr else 0)
+    return rdbp(y, right)  # double
 
 
 @numba.njit(cache=True)
@@ -74,10 +59,10 @@ def _fused(acc, bias, M, sh, sc32, sc64, code, overflow, zo, lo, hi, out):  # pr
         for j in range(c):
             v = np.int64(acc[r, j]) + bias[j]
             if overflow == 1:
-                v = _wrap32(v)
+                v = wrap32(v)
             elif overflow == 2:
                 v = min(max(v, -2147483648), 2147483647)
-            y = _rescale(v, M[j], sh[j], sc32[j], sc64[j], code[j]) + zo
+            y = rescale(v, M[j], sh[j], sc32[j], sc64[j], code[j]) + zo
             out[r, j] = min(max(y, lo), hi)
 
 

@@ -26,19 +26,11 @@ from refinterp.quant import gemmlowp, lut
 from refinterp.quant.fixedpoint import rdbp as np_rdbp
 from ..common import mbqm, qrange
 from ...prepared import prepared
-from refinterp.quant.fixedpoint_nb import rdbp, srdhm_pos, wrap32
+from refinterp.quant.fixedpoint_nb import rdbp, srdhm, srdhm_pos, wrap32
 
 _I64 = np.int64
 _INT32_MAX = 2147483647
 _INT32_MIN = -2147483648
-
-
-@numba.njit(cache=True, inline="always")
-def _srdhm(a, b):  # pragma: no cover - compiled
-    """SRDHM for any int32 operands (floor((ab + 2^30) / 2^31), see ``srdhm_pos``)."""
-    if a == _INT32_MIN and b == _INT32_MIN:
-        return np.int64(_INT32_MAX)
-    return (a * b + 1073741824) >> 31
 
 
 @numba.njit(cache=True, inline="always")
@@ -69,10 +61,10 @@ def _reciprocal(total):  # pragma: no cover - compiled
     s = shifted + _INT32_MAX  # RoundingHalfSum(shifted, One)
     s += 1 if s >= 0 else -1
     half_den = (s >> 1) if s >= 0 else -((-s) >> 1)
-    x = wrap32(1515870810 + _srdhm(half_den, -1010580540))
+    x = wrap32(1515870810 + srdhm(half_den, -1010580540))
     for _ in range(3):
-        one_minus = wrap32((1 << 29) - _srdhm(half_den, x))
-        x = wrap32(x + _sat_mul_pot(_srdhm(x, one_minus), 2))
+        one_minus = wrap32((1 << 29) - srdhm(half_den, x))
+        x = wrap32(x + _sat_mul_pot(srdhm(x, one_minus), 2))
     return _sat_mul_pot(x, 1), 12 - hp1
 
 
