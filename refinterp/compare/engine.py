@@ -100,6 +100,74 @@ def decode_raw(dt, info: TensorInfo | None, target: tuple[int, ...]) -> None:
     dt.raw = False
 
 
+class _Alignment:
+    """The dump's tensors matched to model tensors and fitted to their shapes (per sample)."""
+
+    def __init__(self, graph: Graph, dump: Dump, nm) -> None:
+        self.graph, self.dump, self.nm = graph, dump, nm
+        self.aligned: dict[str, list[np.ndarray]] = {}
+        self.notes: dict[str, list[str]] = {}
+        self.unaligned: set[str] = set()
+        self.dev_qp: dict[str, Any] = {}
+
+    def dump_tensor(self, name: str):
+        return self.dump.tensors[self.nm.pairs[name][0]]
+
+    def align(self, name: str, target: tuple[int, ...]) -> None:
+        dt = self.dump_tensor(name)
+        if dt.raw:
+            decode_raw(dt, self.graph.tensors.get(name), target)
+        shaped = fit_shape(dt.samples, target, model_layout(self.graph, name, len(target)), dt.layout)
+        if shaped is None:
+            self.unaligned.add(name)
+            self.notes[name] = [f"dump shape {list(dt.shape)} does not fit model shape {list(target)}"]
+            return
+        self.aligned[name] = shaped.samples
+        self.notes[name] = shaped.notes + ([shaped.layout_note] if shaped.layout_note else [])
+
+    def device(self, name: str, si: int) -> np.ndarray | None:
+        """The device's value of ``name`` in sample ``si`` (None: not in the dump / not aligned)."""
+        samples = self.aligned.get(name)
+        return samples[si] if samples is not None and si < len(samples) else None
+
+    def params(self, name: str, dv: np.ndarray) -> tuple[Any, Any, TensorInfo | None]:
+        """(model quant params, device quant params, tensor info) for ``_Acc.add``; stored device
+        integers without params of their own use the model's."""
+        info = self.graph.tensors.get(name)
+        qp = info.quant if info is not None else None
+        return qp, self.dev_qp[name] or (qp if is_int(dv) else None), info
+
+    def device_inputs(self, node, si: int) -> list[np.ndarray | None] | None:
+        """The node's inputs as the device had them (constants: None, the Session supplies them);
+        None when one of them is not in the dump."""
+        args: list[np.ndarray | None] = []
+        for name in node.inputs:
+            info = self.graph.tensors.get(name) if name else None
+            if not name or (info is not None and info.const is not None):
+                args.append(None)
+                continue
+            dv = self.device(name, si)
+            if dv is None:
+                return None
+            args.append(to_stored(dv, self.dev_qp[name], info))
+        return args
+
+
+class _Tally:
+    """Per-tensor accumulators (whole-model and local re-run) and the progress count."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+        self.acc: dict[str, _Acc] = {}
+        self.loc: dict[str, _Acc] = {}
+        self.local_fail: dict[str, str] = {}
+
+    def tick(self, force: bool) -> None:
+        self.done += 1
+        if self.progress and (force or self.done == self.total):
+            self.progress(self.done, self.total)
+
+
 class Differ:
     def __init__(self, graph: Graph, scheme: str = "float32", policy: Policy | None = None,
                  mapping: dict[str, str | None] | None = None) -> None:
@@ -122,128 +190,109 @@ class Differ:
 
     def run(self, dump: Dump, feeds: Mapping[str, np.ndarray] | None = None,
             progress: Progress | None = None) -> DiffResult:
-        from .. import __version__
-
-        g, sess = self.graph, self.session
+        """Match the dump's tensors to the model's, choose the input samples, then per sample run
+        the model (accumulated error) and re-run each node on the device's inputs (local error)."""
         order = self._order()
-        resolve_index_names(dump, g)
-        src = {n: t.source_name for n, t in g.tensors.items() if t.source_name}
+        al = _Alignment(self.graph, dump, self._match(dump, order))
+        for name in self.graph.inputs:
+            if name in al.nm.pairs:
+                al.align(name, _input_target(self.graph.tensors[name], al.dump_tensor(name).data))
+        al.dev_qp = {m: dump.tensors[d].effective_quant() for m, (d, _) in al.nm.pairs.items()}
+        samples, notes, input_checks = self._samples(al, feeds)
+        tally = _Tally(progress, len(samples) * (len(self.session.steps) + 1))
+        for si, feed in enumerate(samples):
+            self._compare_run(si, feed, order, al, tally)
+            self._compare_local(si, al, tally)
+        return self._report(dump, order, al, tally, samples, notes, input_checks)
+
+    # -- the steps of ``run`` ------------------------------------------------------------------
+    def _match(self, dump: Dump, order: list[str]):
+        resolve_index_names(dump, self.graph)
+        src = {n: t.source_name for n, t in self.graph.tensors.items() if t.source_name}
         nm = match_names(order, dump.names(), self.mapping, src)
         if not nm.pairs:
             raise DumpError(f"no tensor of the dump matches a model tensor (dump has {len(dump.tensors)}: "
                             f"{', '.join(dump.names()[:5])}...); pass --mapping", dump.path)
-        notes: list[str] = []
-        aligned: dict[str, list[np.ndarray]] = {}
-        align_notes: dict[str, list[str]] = {}
-        unaligned: set[str] = set()
+        return nm
 
-        def align(name: str, target: tuple[int, ...]) -> None:
-            dt = dump.tensors[nm.pairs[name][0]]
-            if dt.raw:
-                decode_raw(dt, g.tensors.get(name), target)
-            shaped = fit_shape(dt.samples, target, model_layout(g, name, len(target)), dt.layout)
-            if shaped is None:
-                unaligned.add(name)
-                align_notes[name] = [f"dump shape {list(dt.shape)} does not fit model shape {list(target)}"]
-                return
-            aligned[name] = shaped.samples
-            align_notes[name] = shaped.notes + ([shaped.layout_note] if shaped.layout_note else [])
-
-        for name in g.inputs:
-            if name in nm.pairs:
-                dt = dump.tensors[nm.pairs[name][0]]
-                align(name, _input_target(g.tensors[name], dt.data))
-        dev_qp = {m: dump.tensors[d].effective_quant() for m, (d, _) in nm.pairs.items()}
-
-        input_checks: list[dict[str, Any]] = []
+    def _samples(self, al: "_Alignment", feeds) -> tuple[list[dict[str, np.ndarray]], list[str], list]:
+        """The input samples: the dump's own model inputs, or ``feeds`` (then checked against the
+        dump's inputs for layout / range / colour-order mistakes)."""
+        g = self.graph
         if feeds is None:
-            missing = [n for n in g.inputs if n not in aligned]
+            missing = [n for n in g.inputs if n not in al.aligned]
             if missing:
-                raise DumpError(f"the dump lacks model input '{missing[0]}'; pass --inputs", dump.path)
-            k = min(len(aligned[n]) for n in g.inputs)
-            samples = [{n: to_stored(aligned[n][i], dev_qp[n], g.tensors[n]) for n in g.inputs} for i in range(k)]
-            notes.append("model inputs taken from the dump")
-        else:
-            samples = feed_samples(g, feeds)
-            from .inputs_check import check_inputs
+                raise DumpError(f"the dump lacks model input '{missing[0]}'; pass --inputs", al.dump.path)
+            k = min(len(al.aligned[n]) for n in g.inputs)
+            samples = [{n: to_stored(al.aligned[n][i], al.dev_qp[n], g.tensors[n]) for n in g.inputs}
+                       for i in range(k)]
+            return samples, ["model inputs taken from the dump"], []
+        from .inputs_check import check_inputs
 
-            input_checks = check_inputs(g, samples, aligned, dev_qp, self.policy)
+        samples = feed_samples(g, feeds)
+        return samples, [], check_inputs(g, samples, al.aligned, al.dev_qp, self.policy)
 
-        total = len(samples) * (len(sess.steps) + 1)
-        done = 0
-        acc: dict[str, _Acc] = {}
-        loc: dict[str, _Acc] = {}
-        local_fail: dict[str, str] = {}
-        for si, feed in enumerate(samples):
-            ref = sess.run(feed, capture="all")
-            if self.keep_reference:
-                self.reference_samples.append(ref)
-            if si == 0:
-                for name in order:
-                    if name in nm.pairs and name not in aligned and name not in unaligned and name in ref:
-                        align(name, tuple(np.shape(ref[name])))
-            done += 1
-            if progress:
-                progress(done, total)
+    def _compare_run(self, si: int, feed, order: list[str], al: "_Alignment", tally: "_Tally") -> None:
+        """Run the whole model on sample ``si`` and accumulate reference vs device per tensor."""
+        ref = self.session.run(feed, capture="all")
+        if self.keep_reference:
+            self.reference_samples.append(ref)
+        if si == 0:  # tensors whose shape only the run tells
             for name in order:
-                if name in aligned and name in ref and si < len(aligned[name]):
-                    info = g.tensors.get(name)
-                    qp = info.quant if info is not None else None
-                    acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), aligned[name][si], qp,
-                                                     dev_qp[name] or (qp if is_int(aligned[name][si]) else None),
-                                                     info)
-            for idx, st in enumerate(sess.steps):
-                done += 1
-                if progress and (idx % 16 == 0 or done == total):
-                    progress(done, total)
-                outs = [o for o in st.node.outputs if o in aligned and si < len(aligned[o])]
-                if not outs:
-                    continue
-                args: list[np.ndarray | None] = []
-                ok = True
-                for name in st.node.inputs:
-                    info = g.tensors.get(name) if name else None
-                    if not name or (info is not None and info.const is not None):
-                        args.append(None)
-                    elif name in aligned and si < len(aligned[name]):
-                        args.append(to_stored(aligned[name][si], dev_qp[name], info))
-                    else:
-                        ok = False
-                        break
-                if not ok:
-                    continue
-                try:
-                    res = sess.run_node(idx, args)
-                except (RefinterpError, ValueError, IndexError, TypeError) as e:
-                    for o in outs:
-                        local_fail[o] = f"local re-run failed: {e}"
-                    continue
-                for o, v in zip(st.node.outputs, res):
-                    if o in outs and v is not None:
-                        info = g.tensors.get(o)
-                        qp = info.quant if info is not None else None
-                        dv = aligned[o][si]
-                        loc.setdefault(o, _Acc()).add(np.asarray(v), dv, qp,
-                                                      dev_qp[o] or (qp if is_int(dv) else None), info)
+                if name in al.nm.pairs and name not in al.aligned and name not in al.unaligned and name in ref:
+                    al.align(name, tuple(np.shape(ref[name])))
+        tally.tick(force=True)
+        for name in order:
+            dv = al.device(name, si)
+            if dv is not None and name in ref:
+                tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv))
+
+    def _compare_local(self, si: int, al: "_Alignment", tally: "_Tally") -> None:
+        """Re-run every node whose outputs the dump has on the device's own input tensors."""
+        g, sess = self.graph, self.session
+        for idx, st in enumerate(sess.steps):
+            tally.tick(force=idx % 16 == 0)
+            outs = [o for o in st.node.outputs if al.device(o, si) is not None]
+            if not outs:
+                continue
+            args = al.device_inputs(st.node, si)
+            if args is None:
+                continue
+            try:
+                res = sess.run_node(idx, args)
+            except (RefinterpError, ValueError, IndexError, TypeError) as e:
+                for o in outs:
+                    tally.local_fail[o] = f"local re-run failed: {e}"
+                continue
+            for o, v in zip(st.node.outputs, res):
+                if o in outs and v is not None:
+                    dv = al.device(o, si)
+                    tally.loc.setdefault(o, _Acc()).add(np.asarray(v), dv, *al.params(o, dv))
+
+    def _report(self, dump: Dump, order, al: "_Alignment", tally: "_Tally", samples, notes,
+                input_checks) -> DiffResult:
+        from .. import __version__
+
+        g = self.graph
         producers = g.producer()
-        tensors = [self._result(name, producers.get(name), nm, acc, loc, aligned, unaligned, align_notes,
-                                local_fail) for name in order]
-        for name in nm.ambiguous:
+        tensors = [self._result(name, producers.get(name), al.nm, tally.acc, tally.loc, al.aligned,
+                                al.unaligned, al.notes, tally.local_fail) for name in order]
+        for name in al.nm.ambiguous:
             notes.append(f"ambiguous name match for '{name}' (several candidates); use --mapping")
         explained = None
         if self.explain:
             from .explain import explain
 
-            self.explanation = explain(self, aligned, dev_qp, len(samples), input_checks)
+            self.explanation = explain(self, al.aligned, al.dev_qp, len(samples), input_checks)
             explained = self.explanation.to_json()
             for tr in tensors:
                 tr.explanation = self.explanation.per_tensor.get(tr.name)
         return DiffResult(
-            model=g.path, model_format=g.format, scheme=_stamp(sess), refinterp_version=__version__,
+            model=g.path, model_format=g.format, scheme=_stamp(self.session), refinterp_version=__version__,
             dump={"path": dump.path, "format": dump.format, "tensors": len(dump.tensors),
-                  "matched": len(nm.pairs)},
+                  "matched": len(al.nm.pairs)},
             num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
-            dump_only=nm.dump_only, ambiguous=nm.ambiguous, input_checks=input_checks, notes=notes,
+            dump_only=al.nm.dump_only, ambiguous=al.nm.ambiguous, input_checks=input_checks, notes=notes,
             explanation=explained)
 
     # -- verdicts ---------------------------------------------------------------------------

@@ -1,11 +1,13 @@
-"""Shared helpers for kernel unit tests: call a kernel through the registry on a hand-made Node,
-and run the same op as a single-node ONNX model in onnx.reference (the oracle)."""
+"""The kernel unit tests' one harness: call a kernel through the registry on a hand-made Node
+(``run_kernel``; ``run_float`` for the float kernels with every input fed at run time), and run
+the same op as a single-node ONNX model in onnx.reference or onnxruntime (the oracles)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
+from refinterp import kernels  # noqa: F401  (registers every kernel)
 from refinterp.ir import Node, QuantParams, TensorInfo
 from refinterp.kernels.registry import PrepareContext, lookup
 
@@ -48,7 +50,18 @@ def run_kernel(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | None 
     return [np.asarray(r) for r in res]
 
 
-def _model(op, inputs, attrs, n_out, opset, domain):
+def run_float(op: str, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any] | None = None,
+              n_outputs: int = 1, const: Sequence[int] = ()) -> tuple[np.ndarray, ...]:
+    """The float kernel of ``op``; only the inputs listed in ``const`` are constants."""
+    return tuple(run_kernel(op, inputs, attrs, n_out=n_outputs, const=list(const), out_dtype="float32"))
+
+
+_ONNX_TYPES = {"float32": 1, "float64": 11, "float16": 10, "int64": 7, "int32": 6}
+
+
+def _model(op, inputs, attrs, n_out, opset, domain, out_types=None):
+    """A one-node model; outputs UNDEFINED (``out_types`` None) or typed (missing types: the first
+    input's)."""
     import onnx
     from onnx import helper
 
@@ -57,10 +70,17 @@ def _model(op, inputs, attrs, n_out, opset, domain):
     node = helper.make_node(op, names, outs, domain=domain, **(attrs or {}))
     g_in = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),
                                           list(np.shape(x))) for n, x in zip(names, inputs) if x is not None]
-    g_out = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs]
+    if out_types is None:
+        g_out = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs]
+    else:
+        first = str(np.asarray(inputs[0]).dtype)
+        types = list(out_types) + [first] * (n_out - len(out_types))
+        g_out = [helper.make_tensor_value_info(o, _ONNX_TYPES[t], None) for o, t in zip(outs, types)]
     graph = helper.make_graph([node], "g", g_in, g_out)
     ops = [helper.make_opsetid(domain, opset or onnx.defs.onnx_opset_version())]
     model = helper.make_model(graph, opset_imports=ops)
+    if out_types is not None:
+        model.ir_version = 10
     feeds = {n: np.asarray(x) for n, x in zip(names, inputs) if x is not None}
     return model, feeds
 
@@ -116,3 +136,36 @@ def check_vs_onnx(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | No
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert_same(g, w, **tol)
+
+
+def onnx_reference(op, inputs, attrs=None, n_outputs=1, opset=21, out_types=()):
+    """onnx.reference on a one-node model with typed outputs (opset 21 by default)."""
+    from onnx.reference import ReferenceEvaluator
+
+    model, feeds = _model(op, inputs, attrs, n_outputs, opset, "", out_types)
+    return tuple(ReferenceEvaluator(model).run(None, feeds))
+
+
+def onnx_runtime(op, inputs, attrs=None, n_outputs=1, opset=21, out_types=()):
+    """onnxruntime (CPU, one thread, no graph optimization) on a one-node model with typed outputs."""
+    import pytest
+
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds = _model(op, inputs, attrs, n_outputs, opset, "", out_types)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return tuple(sess.run(None, feeds))
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """Same shape and dtype, values within rtol/atol (float kernels against a float oracle)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)

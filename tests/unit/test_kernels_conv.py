@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel_helpers import assert_close, onnx_reference, onnx_runtime, rng, run_kernel
+from kernel_harness import assert_close, onnx_reference, onnx_runtime, rng
+from kernel_harness import run_float as run_kernel
 
 CONV_CASES = [
     # id, x shape, w shape, attrs
@@ -229,7 +230,7 @@ def test_conv_errors_name_the_node():
     from refinterp.errors import ModelError
 
     x = np.zeros((1, 3, 4, 4), np.float32)
-    with pytest.raises(ModelError, match="node0"):
+    with pytest.raises(ModelError, match="'n0'"):
         run_kernel("Conv", [x, np.zeros((2, 2, 3, 3), np.float32)], {})
     with pytest.raises(ModelError, match="auto_pad"):
         run_kernel("Conv", [x, np.zeros((2, 3, 3, 3), np.float32)], {"auto_pad": "SAME"})

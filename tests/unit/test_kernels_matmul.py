@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel_helpers import assert_close, onnx_reference, onnx_runtime, rng, run_kernel
+from kernel_harness import assert_close, onnx_reference, onnx_runtime, rng
+from kernel_harness import run_float as run_kernel
 
 
 @pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),

@@ -6,7 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from kernel_helpers import assert_close, onnx_reference, onnx_runtime, rng, run_kernel
+from kernel_harness import assert_close, onnx_reference, onnx_runtime, rng
+from kernel_harness import run_float as run_kernel
 
 CTMS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
         "tf_crop_and_resize"]
