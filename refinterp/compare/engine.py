@@ -249,7 +249,7 @@ class Differ:
 
     def _compare_local(self, si: int, al: "_Alignment", tally: "_Tally") -> None:
         """Re-run every node whose outputs the dump has on the device's own input tensors."""
-        g, sess = self.graph, self.session
+        sess = self.session
         for idx, st in enumerate(sess.steps):
             tally.tick(force=idx % 16 == 0)
             outs = [o for o in st.node.outputs if al.device(o, si) is not None]

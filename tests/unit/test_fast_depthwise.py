@@ -1,4 +1,4 @@
-"""The fused DepthwiseConv fast path (kernels/tflite/ref/depthwise_fast.py + dw_fused.py + dw_fused.py) equals
+"""The fused DepthwiseConv fast path (kernels/tflite/ref/depthwise_fast.py + depthwise_fused.py) equals
 (``array_equal``) an independent NumPy reference built from the same plan: float64 cell sums of
 (x - zx) * (w - zw), + bias, int32 wrap/saturate, ``Requant``.
 

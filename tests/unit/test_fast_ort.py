@@ -42,7 +42,7 @@ def _plan(kind, x_dt, w_dt, y_dt, w, zx, zw, zy, mult, bias, strides, dil, pads,
 
 
 def _numpy_path(plan, x):
-    return ort_gemm._finish(plan, ort_gemm._conv_acc(plan, x, plan.w_raw))
+    return ort_gemm._finish(plan, ort_gemm.conv_acc(plan, x, plan.w_raw))
 
 
 def _mult(kind: str, m: int, k: int) -> np.ndarray:
@@ -271,7 +271,7 @@ def test_quantize_fast_equals_numpy(monkeypatch, dt, zp_end, scale):
     s = np.array(scale, np.float32)
     fast = qo.fast_quantize(plan, x, s, zp)
     monkeypatch.setattr(qo, "_FAST", False)
-    ref = qo._quantize_linear(plan, x, s, zp)
+    ref = qo.quantize_linear(plan, x, s, zp)
     assert fast is not None and fast.dtype == ref.dtype and np.array_equal(fast, ref)
 
 
@@ -287,7 +287,7 @@ def test_dequantize_fast_equals_numpy(monkeypatch, dt, zp_end):
     s = np.array(0.0371, np.float32)
     fast = qo.fast_dequantize(plan, x, s, zp)
     monkeypatch.setattr(qo, "_FAST", False)
-    ref = qo._dequantize_linear(plan, x, s, zp)
+    ref = qo.dequantize_linear(plan, x, s, zp)
     assert fast is not None and fast.dtype == ref.dtype and np.array_equal(fast, ref)
     assert qo.fast_dequantize({**plan, "block": 2}, x, s, zp) is None  # blocked: the NumPy path
 
@@ -308,7 +308,7 @@ def test_dequantize_per_axis_fast_equals_numpy(monkeypatch, dt, axis, with_zp):
     plan = {"axis": axis, "block": 0, "out": None}
     fast = qo.fast_dequantize(plan, x, s, zp)
     monkeypatch.setattr(qo, "_FAST", False)
-    ref = qo._dequantize_linear(plan, x, s, zp)
+    ref = qo.dequantize_linear(plan, x, s, zp)
     assert fast is not None and fast.dtype == ref.dtype and np.array_equal(fast, ref)
 
 

@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import glow, tvmqnn, vitis
-from ..float import quantize as _qo
+from ..float import quantize as float_quantize
 from ..onnxruntime.common import ort_kernel
 from ..tflite.common import qparams, qrange, where
 from .gemm import TVM_IMPLS
@@ -129,10 +129,10 @@ def dpu_gap(p, x):
     return vitis.avgpool_fix(x.sum(axis=(2, 3), keepdims=True), kh, kw, p["fi"], p["fo"]).astype(p["dtype"])
 
 
-@kernel("QuantizeLinear", "dpu", prepare=_qo._ql_prepare, raw_inputs=True)
+@kernel("QuantizeLinear", "dpu", prepare=float_quantize.ql_prepare, raw_inputs=True)
 def dpu_quantize(plan, x, scale, zp=None):
     dt, lo, hi = plan["target"]
     s = np.asarray(scale, np.float32)
     if s.size != 1 or np.dtype(dt) != np.int8 or (zp is not None and np.any(np.asarray(zp))):
-        return _qo._quantize_linear(plan, x, scale, zp)
+        return float_quantize.quantize_linear(plan, x, scale, zp)
     return vitis.quantize_fix(x, vitis.fix_pos(s.reshape(-1)[0])).astype(dt)

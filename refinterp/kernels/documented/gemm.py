@@ -19,7 +19,7 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import glow, tvmqnn, vitis
-from ..onnxruntime import gemm as _og
+from ..onnxruntime import gemm as ort_gemm
 from ..onnxruntime.common import ort_kernel
 from ..tflite.common import where
 
@@ -30,7 +30,7 @@ def _prepare(node, ctx, kind: str, variant: str):
     impl = (ctx.settings or {}).get("impl")
     if variant == "tvm_qnn" and (impl or "upward") not in TVM_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
-    plan = _og._prepare(node, dataclasses.replace(ctx, settings={}), kind)
+    plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     ws = np.asarray(w.quant.scale, np.float32).ravel()
     xs, ys = np.float32(x.quant.scale[0]), np.float32(y.quant.scale[0])
@@ -80,10 +80,10 @@ def _finish(plans, acc) -> np.ndarray:
 
 def _register(variant: str) -> None:
     def conv(plans, x, w, b=None):
-        return _finish(plans, _og._conv_acc(plans[0], x, w))
+        return _finish(plans, ort_gemm.conv_acc(plans[0], x, w))
 
     def mm(plans, a, b, c=None):
-        return _finish(plans, _og._mm_acc(plans[0], a, b))
+        return _finish(plans, ort_gemm.mm_acc(plans[0], a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
         ort_kernel(kind, variant, lambda n, c, k=kind: _prepare(n, c, k, variant),

@@ -32,7 +32,7 @@ class ConvPlan:
     auto_pad: str
 
 
-def _prepare(node, ctx, depthwise: bool = False) -> ConvPlan:
+def prepare_node(node, ctx, depthwise: bool = False) -> ConvPlan:
     a = node.attrs
     ks = a.get("kernel_shape")
     opt = (lambda v: None if v is None else tuple(int(t) for t in np.asarray(v).ravel()))
@@ -124,7 +124,7 @@ def conv_channels_last_numpy(x: np.ndarray, wk: np.ndarray, bias, win, cdt) -> n
     return y
 
 
-def _run(plan: ConvPlan, x, w, b=None):
+def run_plan(plan: ConvPlan, x, w, b=None):
     cdt = compute_dtype(x)
     nsp = x.ndim - 2
     xc = to_channels_last(x, plan.layout).astype(cdt, copy=False)
@@ -145,12 +145,12 @@ def _run(plan: ConvPlan, x, w, b=None):
     return from_channels_last(y, plan.layout).astype(out_dtype(x), copy=False)
 
 
-@kernel("Conv", "float", prepare=_prepare)
+@kernel("Conv", "float", prepare=prepare_node)
 def conv(plan: ConvPlan, x, w, b=None):
-    return _run(plan, x, w, b)
+    return run_plan(plan, x, w, b)
 
 
-@kernel("DepthwiseConv", "float", prepare=lambda node, ctx: _prepare(node, ctx, depthwise=True))
+@kernel("DepthwiseConv", "float", prepare=lambda node, ctx: prepare_node(node, ctx, depthwise=True))
 def depthwise_conv(plan: ConvPlan, x, w, b=None):
     """One group per input channel; output channel ``c * depth_multiplier + m`` (TFLite and ONNX agree)."""
-    return _run(plan, x, w, b)
+    return run_plan(plan, x, w, b)

@@ -35,7 +35,7 @@ class PoolPlan:
     mean: bool  # LpPool only: divide by the cell count before the root (TFLite L2_POOL_2D)
 
 
-def _prepare(node, ctx) -> PoolPlan:
+def prepare_node(node, ctx) -> PoolPlan:
     a = node.attrs
     ks = a.get("kernel_shape")
     if ks is None:
@@ -48,7 +48,7 @@ def _prepare(node, ctx) -> PoolPlan:
                     len([o for o in node.outputs if o]), bool(a.get("mean", 0)))
 
 
-def _window(plan: PoolPlan, spatial):
+def window(plan: PoolPlan, spatial):
     n = len(spatial)
     if len(plan.kernel_shape) != n:
         raise ModelError(f"node '{plan.name}': kernel_shape {plan.kernel_shape} vs {n} spatial dims")
@@ -68,12 +68,12 @@ def _flat_index(pos: list[np.ndarray], spatial, n: int, c: int, col_major: bool)
     return sp[None, ..., None] + base.reshape(shape_nc)
 
 
-@kernel("MaxPool", "float", prepare=_prepare)
+@kernel("MaxPool", "float", prepare=prepare_node)
 def max_pool(plan: PoolPlan, x):
     """Ties keep the first kernel cell in row-major kernel order (as ORT); padding never wins."""
     xc = to_channels_last(x, plan.layout)
     spatial = xc.shape[1:-1]
-    win = _window(plan, spatial)
+    win = window(plan, spatial)
     low = -np.inf if xc.dtype.kind == "f" else np.iinfo(xc.dtype).min
     xp = pad_channels_last(xc, win, low)
     want_idx = plan.n_outputs > 1
@@ -110,7 +110,7 @@ def _positions(win, kidx) -> list[np.ndarray]:
     return pos
 
 
-def _sum_windows(xp: np.ndarray, win, cdt, fn=None) -> np.ndarray:
+def sum_windows(xp: np.ndarray, win, cdt, fn=None) -> np.ndarray:
     acc = np.zeros((xp.shape[0],) + win.out + (xp.shape[-1],), dtype=cdt)
     for _, sl in window_offsets(win):
         v = xp[(slice(None),) + sl]
@@ -126,31 +126,31 @@ def _count(plan: PoolPlan, win, spatial, cdt) -> np.ndarray:
         mask = np.pad(mask, cfg, constant_values=1.0)
         inner = type(win)(win.kernel, win.strides, win.dilations, (0,) * len(spatial),
                           (0,) * len(spatial), win.out)
-        return _sum_windows(pad_channels_last(mask, inner), inner, cdt)
-    return _sum_windows(pad_channels_last(mask, win), win, cdt)
+        return sum_windows(pad_channels_last(mask, inner), inner, cdt)
+    return sum_windows(pad_channels_last(mask, win), win, cdt)
 
 
-@kernel("AveragePool", "float", prepare=_prepare)
+@kernel("AveragePool", "float", prepare=prepare_node)
 def average_pool(plan: PoolPlan, x):
     cdt = compute_dtype(x)
     xc = to_channels_last(x, plan.layout).astype(cdt, copy=False)
     spatial = xc.shape[1:-1]
-    win = _window(plan, spatial)
-    total = _sum_windows(pad_channels_last(xc, win), win, cdt)
+    win = window(plan, spatial)
+    total = sum_windows(pad_channels_last(xc, win), win, cdt)
     y = total / _count(plan, win, spatial, cdt)
     return from_channels_last(y, plan.layout).astype(out_dtype(x), copy=False)
 
 
-@kernel("LpPool", "float", prepare=_prepare)
+@kernel("LpPool", "float", prepare=prepare_node)
 def lp_pool(plan: PoolPlan, x):
     """ONNX: (sum |x|^p)^(1/p), padding adds 0.  Canonical extra ``mean`` = 1 (TFLite L2_POOL_2D):
     (sum |x|^p / count)^(1/p) with count as AveragePool's (padding excluded unless count_include_pad)."""
     cdt = compute_dtype(x)
     xc = to_channels_last(x, plan.layout).astype(cdt, copy=False)
     spatial = xc.shape[1:-1]
-    win = _window(plan, spatial)
+    win = window(plan, spatial)
     p = plan.p
-    total = _sum_windows(pad_channels_last(xc, win), win, cdt, lambda v: np.abs(v) ** p)
+    total = sum_windows(pad_channels_last(xc, win), win, cdt, lambda v: np.abs(v) ** p)
     if plan.mean:
         total = total / _count(plan, win, spatial, cdt)
     y = total ** (1.0 / p)

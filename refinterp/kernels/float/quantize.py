@@ -62,7 +62,7 @@ def _onnx_target(node: Node, ctx: PrepareContext) -> str:
     return name if name in _TARGETS else "uint8"
 
 
-def _reshape_param(v: np.ndarray, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+def reshape_param(v: np.ndarray, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
     """Scale / zero point shaped to broadcast against x: scalar, per-axis or blocked (ONNX)."""
     if v.ndim == 0:
         return v
@@ -77,7 +77,7 @@ def _reshape_param(v: np.ndarray, shape: tuple[int, ...], axis: int, block: int)
     return np.take(rep, np.arange(shape[axis]), axis=axis)
 
 
-def _ql_prepare(node: Node, ctx: PrepareContext) -> dict:
+def ql_prepare(node: Node, ctx: PrepareContext) -> dict:
     target = _onnx_target(node, ctx)
     if target not in _TARGETS:
         raise UnsupportedOpError(f"{where(node)}: QuantizeLinear to {target} is not supported")
@@ -88,13 +88,13 @@ def _ql_prepare(node: Node, ctx: PrepareContext) -> dict:
             "target": _TARGETS[target], "precision": np.dtype(_ONNX_CODES[prec]) if prec else None}
 
 
-@kernel("QuantizeLinear", "float", prepare=_ql_prepare, raw_inputs=True)
-def _quantize_linear(plan, x, scale, zp=None):
+@kernel("QuantizeLinear", "float", prepare=ql_prepare, raw_inputs=True)
+def quantize_linear(plan, x, scale, zp=None):
     y = fast_quantize(plan, x, scale, zp) if _FAST else None  # None: not covered (NumPy path)
     if y is not None:
         return y
     dt, lo, hi = plan["target"]
-    s = _reshape_param(np.asarray(scale), x.shape, plan["axis"], plan["block"])
+    s = reshape_param(np.asarray(scale), x.shape, plan["axis"], plan["block"])
     if plan["precision"] is not None:
         v = x.astype(plan["precision"]) / np.asarray(s).astype(plan["precision"])
     else:
@@ -103,11 +103,11 @@ def _quantize_linear(plan, x, scale, zp=None):
         r = np.rint(v).astype(np.float64)
         r = np.where(np.isnan(r), -2.0 ** 31, r)  # NaN behaves like the x86 int32 conversion
     if zp is not None:
-        r = r + _reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"]).astype(np.float64)
+        r = r + reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"]).astype(np.float64)
     return np.clip(r, lo, hi).astype(dt)
 
 
-def _dql_prepare(node: Node, ctx: PrepareContext) -> dict:
+def dql_prepare(node: Node, ctx: PrepareContext) -> dict:
     code = int(node.attr("output_dtype", 0) or 0)
     out = None
     if code:
@@ -117,8 +117,8 @@ def _dql_prepare(node: Node, ctx: PrepareContext) -> dict:
     return {"axis": int(node.attr("axis", 1)), "block": int(node.attr("block_size", 0) or 0), "out": out}
 
 
-@kernel("DequantizeLinear", "float", prepare=_dql_prepare, raw_inputs=True)
-def _dequantize_linear(plan, x, scale, zp=None):
+@kernel("DequantizeLinear", "float", prepare=dql_prepare, raw_inputs=True)
+def dequantize_linear(plan, x, scale, zp=None):
     scale = np.asarray(scale)
     if x.dtype.kind == "f":  # produced by a float-compute node: already the real value
         return x.astype(plan["out"] if plan["out"] is not None else scale.dtype, copy=False)
@@ -127,8 +127,8 @@ def _dequantize_linear(plan, x, scale, zp=None):
         return y
     dx = x.astype(np.float32)
     if zp is not None:
-        dx = dx - _reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"])
-    y = dx * _reshape_param(scale, x.shape, plan["axis"], plan["block"])
+        dx = dx - reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"])
+    y = dx * reshape_param(scale, x.shape, plan["axis"], plan["block"])
     return np.asarray(y).astype(plan["out"] if plan["out"] is not None else scale.dtype)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from refinterp.errors import ModelError, UnsupportedOpError
 from refinterp.quant import mlas
 from refinterp.settings import fast_kernels
-from ..float import conv as _fconv
+from ..float import conv as float_conv
 from ..tflite.common import where
 from .common import ort_kernel
 from ..spatial import (from_channels_last, ints, pad_channels_last, resolve_window, to_channels_last,
@@ -72,14 +72,14 @@ def _impl(ctx) -> str:
     return v
 
 
-def _prepare(node, ctx, kind: str):
+def prepare_node(node, ctx, kind: str):
     x, w = _q(ctx, 0, "input"), _q(ctx, 1, "weight")
     out = ctx.outputs[0]
     layout = node.attrs.get("layout") or "NCHW"
     wshape = tuple(w.const.shape) if w.const is not None else tuple(w.shape)
     if kind in ("Conv", "DepthwiseConv"):
         n_out = wshape[0] if (node.attrs.get("weight_layout") or "OIHW") != "1HWO" else wshape[-1]
-        fplan = _fconv._prepare(node, ctx, depthwise=kind == "DepthwiseConv")
+        fplan = float_conv.prepare_node(node, ctx, depthwise=kind == "DepthwiseConv")
         chan_axis = -1 if layout == "NHWC" else 1
     else:
         trans_b = kind == "Gemm" and int(node.attrs.get("transB", 0))
@@ -134,18 +134,18 @@ def _sat16(plan: QGemmPlan, x, w) -> bool:
             and np.asarray(w).dtype == np.int8)
 
 
-def _conv_acc(plan: QGemmPlan, x, w) -> np.ndarray:
+def conv_acc(plan: QGemmPlan, x, w) -> np.ndarray:
     if _sat16(plan, x, w) and plan.kind == "Conv" and plan.fplan.group == 1:
         return _conv_sat16(plan, np.asarray(x), np.asarray(w))
     xf = np.asarray(x).astype(np.float64) - plan.zx
-    return _fconv._run(plan.fplan, xf, _wq(plan, w), None)
+    return float_conv.run_plan(plan.fplan, xf, _wq(plan, w), None)
 
 
 def _conv_sat16(plan: QGemmPlan, x, w) -> np.ndarray:
     """im2col with K ordered (kh, kw, cin), cin fastest, input padded with its zero point."""
     fp = plan.fplan
     xc = to_channels_last(x, fp.layout).astype(np.int64)
-    wk = _fconv.internal_weights(np.asarray(w).astype(np.int64), fp.weight_layout, 1, x.ndim - 2, fp.name)
+    wk = float_conv.internal_weights(np.asarray(w).astype(np.int64), fp.weight_layout, 1, x.ndim - 2, fp.name)
     nsp = x.ndim - 2
     win = resolve_window(xc.shape[1:-1], wk.shape[:nsp], ints(fp.strides, nsp, 1), ints(fp.dilations, nsp, 1),
                          fp.pads, fp.auto_pad, where=fp.name)
@@ -163,24 +163,24 @@ def _corrected(raw, a, b, za: int, zb: int) -> np.ndarray:
     return raw - za * b.sum(axis=0)[None, :] - zb * a.sum(axis=1)[:, None] + k * za * zb
 
 
-@ort_kernel("Conv", VARIANTS, lambda n, c: _prepare(n, c, "Conv"), IMPLS)
+@ort_kernel("Conv", VARIANTS, lambda n, c: prepare_node(n, c, "Conv"), IMPLS)
 def ort_conv(plan: QGemmPlan, x, w, b=None):
     y = fast_ort_conv(plan, x) if _FAST else None  # None: not covered, the NumPy path below
     if y is not None:
         return y
-    return _finish(plan, _conv_acc(plan, x, w))
+    return _finish(plan, conv_acc(plan, x, w))
 
 
-@ort_kernel("DepthwiseConv", VARIANTS, lambda n, c: _prepare(n, c, "DepthwiseConv"), IMPLS)
+@ort_kernel("DepthwiseConv", VARIANTS, lambda n, c: prepare_node(n, c, "DepthwiseConv"), IMPLS)
 def ort_depthwise(plan: QGemmPlan, x, w, b=None):
     # MLAS depthwise kernels (MlasConvDepthwise, ConvSym depthwise) accumulate in exact int32.
     y = fast_ort_conv(plan, x) if _FAST else None
     if y is not None:
         return y
-    return _finish(plan, _conv_acc(plan, x, w))
+    return _finish(plan, conv_acc(plan, x, w))
 
 
-def _mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
+def mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
     if plan.fplan["transA"]:
         a = np.asarray(a).T
     wq = _wq(plan, w)
@@ -193,21 +193,21 @@ def _mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
     return np.matmul(np.asarray(a).astype(np.float64) - plan.zx, wq)
 
 
-@ort_kernel("MatMul", VARIANTS, lambda n, c: _prepare(n, c, "MatMul"), IMPLS)
+@ort_kernel("MatMul", VARIANTS, lambda n, c: prepare_node(n, c, "MatMul"), IMPLS)
 def ort_matmul(plan: QGemmPlan, a, b):
     y = fast_ort_gemm(plan, a) if _FAST else None  # None: not covered, the NumPy path below
     if y is not None:
         return y
-    return _finish(plan, _mm_acc(plan, a, b))
+    return _finish(plan, mm_acc(plan, a, b))
 
 
-@ort_kernel("Gemm", VARIANTS, lambda n, c: _prepare(n, c, "Gemm"), IMPLS)
+@ort_kernel("Gemm", VARIANTS, lambda n, c: prepare_node(n, c, "Gemm"), IMPLS)
 def ort_gemm(plan: QGemmPlan, a, b, c=None):
     """QGemm: C is an int32 matrix/vector already in the accumulator scale (accumulate mode)."""
     y = fast_ort_gemm(plan, a, c) if _FAST else None
     if y is not None:
         return y
-    acc = _mm_acc(plan, a, b).astype(np.int64)
+    acc = mm_acc(plan, a, b).astype(np.int64)
     if c is not None and plan.bias is None:
         acc = acc + np.asarray(c).astype(np.int64)
     return _finish(plan, acc)
@@ -220,7 +220,7 @@ def _zp(v, default=0):
 
 
 def _prepare_convint(node, ctx):
-    return _fconv._prepare(node, ctx, depthwise=False)
+    return float_conv.prepare_node(node, ctx, depthwise=False)
 
 
 @kernel("ConvInteger", VARIANTS + ("float",), prepare=_prepare_convint, raw_inputs=True)
@@ -230,7 +230,7 @@ def conv_integer(plan, x, w, x_zp=None, w_zp=None):
     wz = wz.reshape((-1,) + (1,) * (np.asarray(w).ndim - 1)) if wz.size > 1 else wz.reshape(())
     xf = np.asarray(x).astype(np.float64) - float(_zp(x_zp).ravel()[0])
     wf = np.asarray(w).astype(np.float64) - wz
-    return _fconv._run(plan, xf, wf, None).astype(np.int64).astype(np.int32)
+    return float_conv.run_plan(plan, xf, wf, None).astype(np.int64).astype(np.int32)
 
 
 @kernel("MatMulInteger", VARIANTS + ("float",), raw_inputs=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from refinterp.quant import mlas
-from ..float import pool as _fpool
+from ..float import pool as float_pool
 from .common import ort_kernel
 from ..tflite.common import qparams, qrange
 from ..spatial import to_channels_last
@@ -31,12 +31,12 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def _maxpool_prepare(node, ctx):
-    return {"fplan": _fpool._prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
+    return {"fplan": float_pool.prepare_node(node, ctx), "dtype": ctx.outputs[0].dtype}
 
 
 @ort_kernel("MaxPool", "ort", _maxpool_prepare)
 def ort_max_pool(p, x):
-    y = _fpool.max_pool(p["fplan"], np.asarray(x).astype(np.float32))
+    y = float_pool.max_pool(p["fplan"], np.asarray(x).astype(np.float32))
     y = y[0] if isinstance(y, tuple) else y
     return y.astype(p["dtype"])
 
@@ -65,7 +65,7 @@ def _avg_prepare(node, ctx):
     p = _gap_prepare(node, ctx)
     if node.attrs.get("int8_as_uint8") and p["dtype"] == "int8":  # see passes/qdq.py fuse_qdq_x86
         p.update(zy=p["zy"] + 128, lo=0, hi=255, shift=128)
-    p["fplan"] = _fpool._prepare(node, ctx)
+    p["fplan"] = float_pool.prepare_node(node, ctx)
     return p
 
 
@@ -83,7 +83,7 @@ def ort_average_pool(p, x):
         return _gap({**p, "zy": p["zy"] - p.get("shift", 0), "lo": p["lo"] - p.get("shift", 0),
                      "hi": p["hi"] - p.get("shift", 0)}, x)
     xf = (np.float32(p["xs"]) * (x.astype(np.int64) - p["zx"]).astype(np.float32)).astype(np.float32)
-    avg = _fpool.average_pool(p["fplan"], xf)
+    avg = float_pool.average_pool(p["fplan"], xf)
     y = mlas.avgpool_requant(avg, p["ys"], p["zy"], p["lo"], p["hi"]) - p.get("shift", 0)
     return y.astype(p["dtype"])
 

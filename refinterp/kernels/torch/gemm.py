@@ -26,7 +26,7 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import torchq
-from ..onnxruntime import gemm as _og
+from ..onnxruntime import gemm as ort_gemm
 from ..onnxruntime.common import ort_kernel
 from ..tflite.common import where
 
@@ -39,7 +39,7 @@ def _prepare(node, ctx, kind: str, engine: str):
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(IMPLS)}")
     ort_ctx = dataclasses.replace(ctx, settings={"impl": "mlas_f32_u8s8_sat16" if impl != "exact"
                                                  else "mlas_f32"})
-    plan = _og._prepare(node, ort_ctx, kind)
+    plan = ort_gemm.prepare_node(node, ort_ctx, kind)
     x, w = ctx.inputs[0], ctx.inputs[1]
     ws = np.asarray(w.quant.scale, np.float32).ravel()
     per_channel = ws.size > 1
@@ -81,10 +81,10 @@ def _finish(plans, acc) -> np.ndarray:
 
 def _register(engine: str) -> None:
     def conv(plans, x, w, b=None):
-        return _finish(plans, _og._conv_acc(plans[0], x, w))
+        return _finish(plans, ort_gemm.conv_acc(plans[0], x, w))
 
     def mm(plans, a, b, c=None):
-        return _finish(plans, _og._mm_acc(plans[0], a, b))
+        return _finish(plans, ort_gemm.mm_acc(plans[0], a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
         ort_kernel(kind, engine, lambda n, c, k=kind: _prepare(n, c, k, engine), IMPLS)(fn)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import ModelError
-from ...float import conv as _fconv
+from ...float import conv as float_conv
 from .common import F32, act_range, clamp, filter_of, float_bias
 from .quantize import asymmetric_rows, symmetric_rows
 from ...registry import kernel
@@ -59,7 +59,7 @@ class HybridConvPlan:
 
 def _prepare(node, ctx, depthwise: bool, variant: str) -> HybridConvPlan:
     w, sw, _pc = filter_of(node, ctx)
-    fplan = _fconv._prepare(node, ctx, depthwise=depthwise)
+    fplan = float_conv.prepare_node(node, ctx, depthwise=depthwise)
     n_out = w.shape[-1] if depthwise else w.shape[0]
     if sw.size not in (1, n_out):
         raise ModelError(f"node '{node.name}' ({node.op}): {sw.size} filter scales for {n_out} channels")
@@ -90,7 +90,7 @@ def _acc(plan: HybridConvPlan, x: np.ndarray):
     else:
         q, s = symmetric_rows(rows)
         xq = q.astype(np.float64)
-    acc = _fconv._run(plan.fplan, xq.reshape(x.shape), plan.w, None)
+    acc = float_conv.run_plan(plan.fplan, xq.reshape(x.shape), plan.w, None)
     return acc, s
 
 

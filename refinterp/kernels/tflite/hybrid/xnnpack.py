@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from refinterp.errors import ModelError
-from ...float import conv as _fconv
+from ...float import conv as float_conv
 from .common import F32, clamp
 from .conv import HybridConvPlan, _prepare as _prepare_conv
 from .matmul import _prepare_bmm, _prepare_fc, wrap32
@@ -119,7 +119,7 @@ def xnn_conv(xplan: XnnConvPlan, x, w=None, b=None):
     rows = x.reshape(-1, x.shape[-1]) if pointwise else x.reshape(x.shape[0], -1)
     q, inv, zp = qd8_rows(rows)
     xq = (q - zp[:, None]).astype(np.float64).reshape(x.shape)
-    acc = _fconv._run(plan.fplan, xq, plan.w, None).astype(np.int64).astype(F32)
+    acc = float_conv.run_plan(plan.fplan, xq, plan.w, None).astype(np.int64).astype(F32)
     inv_b = inv.reshape(acc.shape[:-1] + (1,)) if pointwise else inv.reshape(-1, 1, 1, 1)
     bias = np.zeros(plan.scales.size, F32) if plan.bias is None else plan.bias
     return clamp(fma_f32((acc * inv_b).astype(F32), plan.scales, bias), plan.lo, plan.hi)

@@ -27,7 +27,7 @@ import numpy as np
 from refinterp.quant import gemmlowp16
 from refinterp.quant.fixedpoint import srdhm16
 from ..common import checked_log2, impl, qparams, qrange
-from ..ref import activation as qactivation
+from ..ref import activation as ref_activation
 from ...registry import kernel
 
 VARIANT = "tflite_opt"
@@ -36,8 +36,8 @@ VARIANT = "tflite_opt"
 HARD_SWISH_IMPLS = ("reference", "neon")  # x86 build (reference kernel) | the NEON table
 
 
-def _prepare(is_tanh: bool):
-    ref_prepare = qactivation._prepare_sigmoid_tanh(is_tanh)
+def prepare_node(is_tanh: bool):
+    ref_prepare = ref_activation.prepare_sigmoid_tanh(is_tanh)
 
     def prepare(node, ctx):
         plan = ref_prepare(node, ctx)  # validates types, zero points and the output scale
@@ -56,8 +56,8 @@ def _prepare(is_tanh: bool):
     return prepare
 
 
-kernel("Sigmoid", VARIANT, prepare=_prepare(False), impls=qactivation.TABLE_IMPLS)(qactivation._sigmoid_tanh)
-kernel("Tanh", VARIANT, prepare=_prepare(True), impls=qactivation.TABLE_IMPLS)(qactivation._sigmoid_tanh)
+kernel("Sigmoid", VARIANT, prepare=prepare_node(False), impls=ref_activation.TABLE_IMPLS)(ref_activation.sigmoid_tanh)
+kernel("Tanh", VARIANT, prepare=prepare_node(True), impls=ref_activation.TABLE_IMPLS)(ref_activation.sigmoid_tanh)
 
 
 # --- HARD_SWISH -------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _neon_hard_swish(plan, dtype: str) -> np.ndarray:
 
 
 def _prepare_hard_swish(node, ctx):
-    plan = qactivation._prepare_hard_swish(node, ctx)
+    plan = ref_activation.prepare_hard_swish(node, ctx)
     if impl(ctx, HARD_SWISH_IMPLS, "reference") == "reference":
         return plan
     _, zx = qparams(ctx.inputs[0], node, "input")
@@ -98,7 +98,7 @@ def _prepare_hard_swish(node, ctx):
 
 @kernel("HardSwish", VARIANT, prepare=_prepare_hard_swish, impls=HARD_SWISH_IMPLS)
 def _hard_swish(plan, x):
-    ref = qactivation._hard_swish(plan, x)
+    ref = ref_activation.hard_swish(plan, x)
     if plan.get("impl") != "neon":
         return ref
     neon = plan["neon_table"][x.astype(np.int64) - plan["lo"]].astype(plan["dtype"])

@@ -43,7 +43,7 @@ import numpy as np
 
 from refinterp.quant.fixedpoint import rdbp, vqrdmulh, wrap_int32
 from refinterp.settings import fast_kernels
-from ..ref import elementwise as qelementwise
+from ..ref import elementwise as ref_elementwise
 from ..ref.elementwise_fast import fast_opt_add, pair_lookup
 from ..common import mbqm
 from ...prepared import prepared
@@ -105,16 +105,16 @@ def _vector_mask(out_size: int, run: int, width: int) -> np.ndarray:
     return lane < width * (run // width)
 
 
-def _prepare_mul(node, ctx):
-    p = qelementwise._prepare_mul(node, ctx)
+def prepare_mul(node, ctx):
+    p = ref_elementwise.prepare_mul(node, ctx)
     if p["dtype"] in ("int8", "uint8"):
         p = dict(p, vector_width=16 if p["dtype"] == "int8" else 8)
     return p
 
 
-@kernel("Mul", VARIANT, prepare=_prepare_mul, impls=qelementwise.MUL_IMPLS)
-def _mul(p, a, b):
-    ref = qelementwise._run_mul(p, a, b)
+@kernel("Mul", VARIANT, prepare=prepare_mul, impls=ref_elementwise.MUL_IMPLS)
+def mul(p, a, b):
+    ref = ref_elementwise.run_mul(p, a, b)
     width = p.get("vector_width")
     ff = _fivefold(a.shape, b.shape) if width else None
     if ff is None:
@@ -142,8 +142,8 @@ def _shl(x, s: int) -> np.ndarray:
     return wrap_int32(x << s) if s >= 0 else x >> -s
 
 
-def _prepare_add(node, ctx):
-    p = qelementwise._prepare_add_sub(False)(node, ctx)
+def prepare_add(node, ctx):
+    p = ref_elementwise.prepare_add_sub(False)(node, ctx)
     return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
 
 
@@ -202,7 +202,7 @@ def _pair_tables(p):
     dt = np.dtype(p["dtype"])
     codes = np.arange(256, dtype=np.uint8).view(dt)
     a, b = np.repeat(codes, 256), np.tile(codes, 256)
-    ref = qelementwise._run_add_sub(p, a, b)
+    ref = ref_elementwise.run_add_sub(p, a, b)
     floor = _lanes_floor(p, a, b).astype(dt)
     if dt == np.int8:
         return ref, (_lanes_single(p, a, b).astype(dt), _NEON_BLOCK), (floor, _U8_BLOCK)
@@ -216,7 +216,7 @@ def _add_8bit(p, a, b):
     broadcasts) are the reference formula."""
     ff = _fivefold(a.shape, b.shape)
     if ff is None:
-        return qelementwise._run_add_sub(p, a, b)
+        return ref_elementwise.run_add_sub(p, a, b)
     run, elementwise = ff
     ref_t, elem, scal = prepared(p, "add_pair_tables", _pair_tables)
     if run == 0 and _FAST and a.flags.c_contiguous and b.flags.c_contiguous:
@@ -235,8 +235,8 @@ def _add_8bit(p, a, b):
     return np.where(mask, lane_t[idx], ref_t[idx]).reshape(shape)
 
 
-@kernel("Add", VARIANT, prepare=_prepare_add, impls=qelementwise.ADD_IMPLS)
-def _add(p, a, b):
+@kernel("Add", VARIANT, prepare=prepare_add, impls=ref_elementwise.ADD_IMPLS)
+def add(p, a, b):
     if p["dtype"] in ("int8", "uint8"):
         a, b = np.asarray(a), np.asarray(b)
         if a.dtype == b.dtype == np.dtype(p["dtype"]):
@@ -244,7 +244,7 @@ def _add(p, a, b):
     y = fast_opt_add(p, a, b) if _FAST else None
     if y is not None:
         return y
-    ref = qelementwise._run_add_sub(p, a, b)
+    ref = ref_elementwise.run_add_sub(p, a, b)
     if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref
     n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)

@@ -19,8 +19,8 @@ from refinterp.quant.fixedpoint import round_half_away, wrap_int32
 from refinterp.quant.fixedpoint import quantize_multiplier
 from refinterp.quant.requant import mbqm_double, mbqm_upward
 from refinterp.settings import fast_kernels
-from ..ref import misc as qmisc
-from ..ref import softmax as qsoftmax
+from ..ref import misc as ref_misc
+from ..ref import softmax as ref_softmax
 from ..ref.softmax_fast import fast_softmax
 from ..common import check_dtype, impl, qparams, qrange
 from ...registry import kernel
@@ -58,7 +58,7 @@ def _to_int32(r: np.ndarray, saturating: bool = False) -> np.ndarray:
 
 # --- QUANTIZE ---------------------------------------------------------------------------------
 
-def _prepare_quantize(node, ctx):
+def prepare_quantize(node, ctx):
     """float32 -> int8/uint8/int16, per tensor: blocks q = clamp(wrap(rint(f * float32(1/double(s)))
     + zp)); tail q = clamp(wrap(int32(round_half_away(double(f) / double(s))) + zp)).
     8-bit -> 8-bit requantize (``Requantize<int8/uint8, int8/uint8>``): blocks of 16 use
@@ -66,7 +66,7 @@ def _prepare_quantize(node, ctx):
     tail the reference MultiplyByQuantizedMultiplier; other requantizations are the reference.
     ``impl``: ``x86_convert`` (default; out-of-range floats become INT32_MIN before the zero point
     is added) or ``saturating_convert`` (aarch64: the conversions saturate; documented, not run)."""
-    p = qmisc._prepare_quantize(node, ctx)
+    p = ref_misc.prepare_quantize(node, ctx)
     if p["float"]:
         how = impl(ctx, QUANTIZE_IMPLS, "x86_convert")
         p = dict(p, opt_blocks=True, reciprocal=_F(1.0 / float(p["scale"])),
@@ -76,17 +76,17 @@ def _prepare_quantize(node, ctx):
     return p
 
 
-@kernel("Quantize", VARIANT, prepare=_prepare_quantize, impls=QUANTIZE_IMPLS)
-def _quantize(p, x):
+@kernel("Quantize", VARIANT, prepare=prepare_quantize, impls=QUANTIZE_IMPLS)
+def quantize(p, x):
     if p.get("requant_blocks"):
-        ref = qmisc._quantize(p, x)
+        ref = ref_misc.quantize(p, x)
         lo, hi = qrange(p["dtype"])
         up = np.clip(mbqm_upward(x.astype(_I64) - p["zx"], p["multiplier"], p["shift"]) + p["zo"], lo, hi)
         n = ref.size
         mask = (np.arange(n) < REQUANT_BLOCK * (n // REQUANT_BLOCK)).reshape(ref.shape)
         return np.where(mask, up, ref).astype(p["dtype"])
     if not p.get("opt_blocks"):
-        return qmisc._quantize(p, x)
+        return ref_misc.quantize(p, x)
     lo, hi = qrange(p["dtype"])
     f = np.asarray(x, _F)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -99,13 +99,13 @@ def _quantize(p, x):
 
 # --- DEQUANTIZE -------------------------------------------------------------------------------
 
-def _prepare_dequantize(node, ctx):
+def prepare_dequantize(node, ctx):
     """Per-tensor 8/16-bit: blocks f = float32(float32(q) * float32(s)) + float32(-zp * double(s))
     (``impl: mul_add``, default: separate multiply and add, no FMA on x86) or one fused
     multiply-add rounded once (``impl: fma``: ARM builds with __ARM_FEATURE_FMA; documented, not
     run); tail = reference float32(double(s) * (q - zp)).  Per-channel and float16 inputs use the
     reference kernel."""
-    p = qmisc._prepare_dequantize(node, ctx)
+    p = ref_misc.prepare_dequantize(node, ctx)
     t = ctx.inputs[0]
     if not p["f16"] and t.dtype in ("int8", "uint8", "int16") and t.quant.scale.size == 1:
         s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
@@ -114,9 +114,9 @@ def _prepare_dequantize(node, ctx):
     return p
 
 
-@kernel("Dequantize", VARIANT, prepare=_prepare_dequantize, impls=DEQUANTIZE_IMPLS)
-def _dequantize(p, x):
-    ref = qmisc._dequantize(p, x)
+@kernel("Dequantize", VARIANT, prepare=prepare_dequantize, impls=DEQUANTIZE_IMPLS)
+def dequantize(p, x):
+    ref = ref_misc.dequantize(p, x)
     if not p.get("opt_blocks"):
         return ref
     q = np.asarray(x)
@@ -140,8 +140,8 @@ def _prepare_softmax(node, ctx):
     the same type; documented, not run): ``SoftmaxInt8LUT``, see ``_run_uint16_lut``."""
     dt = check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16"))
     if dt == "int16":
-        return qsoftmax._prepare(node, ctx)
-    p = qsoftmax._prepare(node, ctx)  # validates axis / dtypes
+        return ref_softmax.prepare_node(node, ctx)
+    p = ref_softmax.prepare_node(node, ctx)  # validates axis / dtypes
     sx, _ = qparams(ctx.inputs[0], node, "input")
     so, zo = qparams(ctx.outputs[0], node, "output")
     beta = _F(node.attrs.get("beta", 1.0))
@@ -182,7 +182,7 @@ def _softmax(p, x):
     if p.get("uint16_lut"):
         return _run_uint16_lut(p, x)
     if not p.get("float_lut"):
-        return qsoftmax._softmax(p, x)
+        return ref_softmax.softmax(p, x)
     y = fast_softmax(p, x) if _FAST else None
     if y is not None:
         return y
@@ -201,15 +201,15 @@ def _softmax(p, x):
 
 # --- RESIZE_NEAREST_NEIGHBOR ------------------------------------------------------------------
 
-def _prepare_resize(node, ctx):
+def prepare_resize(node, ctx):
     """8-bit nearest without align_corners / half_pixel_centers: 16.16 fixed point,
     sc = (in << 16) // out + 1 ; idx = min((o * sc) >> 16, in - 1).  Otherwise the reference."""
-    p = qmisc._prepare_resize(node, ctx)
+    p = ref_misc.prepare_resize(node, ctx)
     eight = np.dtype(p["dtype"]).itemsize == 1
     if p["mode"] == "nearest" and eight and not p["align"] and not p["half"]:
         p = dict(p, fixed_16_16=True)
     if p["mode"] != "nearest" and p["dtype"] == "uint8":
-        p = dict(p, optimized=True)  # ResizeBilinearGenericSmallChannel<uint8> (qmisc.resize_bilinear_uint8)
+        p = dict(p, optimized=True)  # ResizeBilinearGenericSmallChannel<uint8> (ref_misc.resize_bilinear_uint8)
     return p
 
 
@@ -218,10 +218,10 @@ def _fixed_index(n_out: int, n_in: int) -> np.ndarray:
     return np.minimum((np.arange(n_out, dtype=_I64) * sc) >> 16, n_in - 1)
 
 
-@kernel("Resize", VARIANT, prepare=_prepare_resize)
-def _resize(p, x, roi=None, scales=None, sizes=None):
+@kernel("Resize", VARIANT, prepare=prepare_resize)
+def resize(p, x, roi=None, scales=None, sizes=None):
     if not p.get("fixed_16_16"):
-        return qmisc._resize(p, x)
+        return ref_misc.resize(p, x)
     oh, ow = p["size"]
     _, ih, iw, _ = x.shape
     return x[:, _fixed_index(oh, ih)][:, :, _fixed_index(ow, iw)].astype(p["dtype"])

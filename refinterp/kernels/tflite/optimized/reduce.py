@@ -35,7 +35,7 @@ from refinterp.errors import ModelError
 from refinterp.quant.fixedpoint import round_half_away, wrap_int32
 from refinterp.quant.params import Requant, channel_block_of, qrange, rounding_of
 from refinterp.settings import fast_kernels
-from ..ref import reduce as qreduce
+from ..ref import reduce as ref_reduce
 from ..ref.reduce_fast import fast_reduce
 from ...registry import kernel
 from ..xnnpack.gemm import delegate_ctx, fallback_ctx
@@ -92,7 +92,7 @@ def _params(ctx):
 def _prepare_opt(node, ctx):
     x, out = ctx.inputs[0], ctx.outputs[0]
     if x.quant is None or out.quant is None:
-        return qreduce._prepare(node, ctx)
+        return ref_reduce.prepare_node(node, ctx)
     impl = ctx.settings.get("impl", "reference" if node.op == "ReduceMean" else "typed")
     allowed = MEAN_IMPLS if node.op == "ReduceMean" else SUM_IMPLS
     if impl not in allowed:
@@ -111,7 +111,7 @@ def _prepare_opt(node, ctx):
         return FastReducePlan(node.op, "spatial_fast", _axes(node, ctx), keep, zx, zo, sx, so, rq, out.dtype)
     if node.op == "ReduceSum" and impl == "float_scale":
         return FastReducePlan(node.op, "float_scale", _axes(node, ctx), keep, zx, zo, sx, so, None, out.dtype)
-    return qreduce._prepare(node, ctx)
+    return ref_reduce.prepare_node(node, ctx)
 
 
 def _prepare_xnn(node, ctx):
@@ -140,7 +140,7 @@ def _prepare_xnn(node, ctx):
 @dataclass(frozen=True)
 class _Tagged:
     """A reference plan run by the built-in kernel under the ``xnn`` variant."""
-    plan: qreduce.QReducePlan
+    plan: ref_reduce.QReducePlan
     executed_by: str
 
     def describe(self) -> dict:
@@ -148,8 +148,8 @@ class _Tagged:
 
 
 def _sum(x: np.ndarray, plan: FastReducePlan) -> tuple[np.ndarray, int]:
-    ax = qreduce._axes(plan, x.ndim)
-    n = qreduce._reduced_count(x, ax)
+    ax = ref_reduce.reduce_axes(plan, x.ndim)
+    n = ref_reduce.reduced_count(x, ax)
     return wrap_int32(np.sum(x.astype(np.int64), axis=ax, keepdims=plan.keepdims)), n
 
 
@@ -180,7 +180,7 @@ def _run(plan, x, axes=None):
         plan = plan.plan
     if isinstance(plan, FastReducePlan):
         return _run_fast(plan, x)
-    return qreduce.qmean_or_sum(plan, x)
+    return ref_reduce.qmean_or_sum(plan, x)
 
 
 kernel(("ReduceMean", "ReduceSum"), OPT, prepare=_prepare_opt,

@@ -87,7 +87,7 @@ def _relux(plan, x):
 
 # --- LEAKY_RELU -------------------------------------------------------------------------------
 
-def _prepare_leaky(node, ctx):
+def prepare_leaky(node, ctx):
     """``QuantizeLeakyRelu``: identity (float32(sx/so)) and alpha (float32(float32(sx*alpha)/so))
     multipliers; a negative alpha multiplies by |M| and negates the result."""
     dtype, sx, zx, so, zo = _io(node, ctx)
@@ -104,8 +104,8 @@ def _prepare_leaky(node, ctx):
                  multiplier_alpha=Ma, shift_alpha=sa, rounding=r.value)
 
 
-@kernel("LeakyRelu", "tflite_ref", prepare=_prepare_leaky)
-def _leaky(plan, x):
+@kernel("LeakyRelu", "tflite_ref", prepare=prepare_leaky)
+def leaky(plan, x):
     return _run_table(plan, x)
 
 
@@ -120,7 +120,7 @@ def _sat16(v):
     return np.clip(v, -32768, 32767)
 
 
-def _prepare_hard_swish(node, ctx):
+def prepare_hard_swish(node, ctx):
     """``reference_ops::HardSwish`` (8-bit): int16 fixed point, hires input scale sx/128, the
     "reluish" factor relu6(x+3)/6 in Q15; non-rounding (truncating) final doubling high mul."""
     dtype, sx, zx, so, zo = _io(node, ctx, ("int8", "uint8"))
@@ -152,8 +152,8 @@ def _prepare_hard_swish(node, ctx):
                  reluish_multiplier16=mr16, reluish_exponent=er)
 
 
-@kernel("HardSwish", "tflite_ref", prepare=_prepare_hard_swish)
-def _hard_swish(plan, x):
+@kernel("HardSwish", "tflite_ref", prepare=prepare_hard_swish)
+def hard_swish(plan, x):
     return _run_table(plan, x)
 
 
@@ -169,7 +169,7 @@ def _fixed_point_input(sx: np.float32) -> tuple[int, int, int]:
     return M, lsh, radius
 
 
-def _prepare_sigmoid_tanh(is_tanh: bool):
+def prepare_sigmoid_tanh(is_tanh: bool):
     def prepare(node, ctx):
         """``impl: lut`` = LiteRT REF/OPT (``LUTPopulate<int8_t>`` with libm expf/tanhf);
         ``impl: fixed_point`` = TFLM (gemmlowp logistic/tanh on a Q4.27 input)."""
@@ -239,9 +239,9 @@ def _prepare_int16_sigmoid_tanh(node, is_tanh: bool, sx, zx, so, zo):
     return _plan(y, "int16", input_multiplier=mult, input_left_shift=lsh)
 
 
-@kernel("Sigmoid", "tflite_ref", prepare=_prepare_sigmoid_tanh(False), impls=TABLE_IMPLS)
-@kernel("Tanh", "tflite_ref", prepare=_prepare_sigmoid_tanh(True), impls=TABLE_IMPLS)
-def _sigmoid_tanh(plan, x):
+@kernel("Sigmoid", "tflite_ref", prepare=prepare_sigmoid_tanh(False), impls=TABLE_IMPLS)
+@kernel("Tanh", "tflite_ref", prepare=prepare_sigmoid_tanh(True), impls=TABLE_IMPLS)
+def sigmoid_tanh(plan, x):
     return _run_table(plan, x)
 
 

@@ -37,7 +37,7 @@ from refinterp.quant.params import (Requant, accumulate_overflow, activation_ran
                             effective_scale_double, effective_scale_f32_product, per_channel_scales,
                             rounding_of)
 from refinterp.quant.requant import Rounding
-from ...float import conv as _fconv
+from ...float import conv as float_conv
 from ...float import conv_transpose as _ftconv
 from .conv_fast import fast_conv
 from .depthwise_fast import fast_depthwise
@@ -129,41 +129,41 @@ def _weights(plan: QConvPlan, w) -> np.ndarray:
     return plan.w if plan.w is not None else np.asarray(w).astype(np.float64) - plan.zw
 
 
-def _prepare_conv(node, ctx, **kw):
-    return prepare_common(node, ctx, 0, _fconv._prepare(node, ctx), **kw)
+def prepare_conv(node, ctx, **kw):
+    return prepare_common(node, ctx, 0, float_conv.prepare_node(node, ctx), **kw)
 
 
-def _prepare_dw(node, ctx, **kw):
+def prepare_dw(node, ctx, **kw):
     wl = node.attrs.get("weight_layout") or "1HWO"
-    return prepare_common(node, ctx, -1 if wl == "1HWO" else 0, _fconv._prepare(node, ctx, depthwise=True),
+    return prepare_common(node, ctx, -1 if wl == "1HWO" else 0, float_conv.prepare_node(node, ctx, depthwise=True),
                           always64=True, **kw)
 
 
-@kernel("Conv", VARIANT, prepare=_prepare_conv)
+@kernel("Conv", VARIANT, prepare=prepare_conv)
 def qconv(plan: QConvPlan, x, w, b=None):
     y = fast_conv(plan, x) if _FAST else None
     if y is not None:
         return y
     xf = np.asarray(x).astype(np.float64) - plan.zx
-    return finish(plan, _fconv._run(plan.fplan, xf, _weights(plan, w), None))
+    return finish(plan, float_conv.run_plan(plan.fplan, xf, _weights(plan, w), None))
 
 
-@kernel("DepthwiseConv", VARIANT, prepare=_prepare_dw)
+@kernel("DepthwiseConv", VARIANT, prepare=prepare_dw)
 def qdepthwise_conv(plan: QConvPlan, x, w, b=None):
     y = fast_depthwise(plan, x) if _FAST else None
     if y is not None:
         return y
     xf = np.asarray(x).astype(np.float64) - plan.zx
-    return finish(plan, _fconv._run(plan.fplan, xf, _weights(plan, w), None))
+    return finish(plan, float_conv.run_plan(plan.fplan, xf, _weights(plan, w), None))
 
 
-def _prepare_tconv(node, ctx, **kw):
+def prepare_tconv(node, ctx, **kw):
     wl = node.attrs.get("weight_layout") or "OHWI"
     axis = 0 if wl == "OHWI" else 1
     return prepare_common(node, ctx, axis, _ftconv._prepare(node, ctx), **kw)
 
 
-@kernel("ConvTranspose", VARIANT, prepare=_prepare_tconv)
+@kernel("ConvTranspose", VARIANT, prepare=prepare_tconv)
 def qconv_transpose(plan: QConvPlan, x, w, b=None):
     """TFLite TRANSPOSE_CONV: scatter-accumulate (x - zx) * w, crop, + bias, requantize."""
     xf = np.asarray(x).astype(np.float64) - plan.zx

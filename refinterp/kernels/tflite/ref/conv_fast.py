@@ -1,6 +1,6 @@
-"""Fast TFLite integer Conv for a ``qconv.QConvPlan`` (2-D, NHWC, group 1), bit-exact.
+"""Fast TFLite integer Conv for a ``conv.QConvPlan`` (2-D, NHWC, group 1), bit-exact.
 
-``fast_conv(plan, x)`` returns the same array as ``qconv.qconv`` or None when the case is not
+``fast_conv(plan, x)`` returns the same array as ``conv.qconv`` or None when the case is not
 covered (then the NumPy path runs).  DepthwiseConv: kernels/tflite/ref/depthwise_fast.py.
 
 Exactness contract:
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ...float import conv as _fconv
+from ...float import conv as float_conv
 from ...spatial import ints, resolve_window
 from ...prepared import per_shape, prepared
 from .requant_fast import bias_array, fused_runner, overflow_mode, rq_arrays
@@ -36,7 +36,7 @@ def _conv_prep(plan, cin: int, x_dtype: np.dtype):
 
 def _build_conv_prep(plan, cin: int, x_dtype: np.dtype):
     fp = plan.fplan
-    wk = _fconv.internal_weights(plan.w, fp.weight_layout, 1, 2, fp.name)  # (KH, KW, 1, Cg, M)
+    wk = float_conv.internal_weights(plan.w, fp.weight_layout, 1, 2, fp.name)  # (KH, KW, 1, Cg, M)
     kh, kw, _, cg, m = wk.shape
     prep = None
     if cg == cin:

@@ -1,6 +1,6 @@
-"""Fast TFLite integer DepthwiseConv for a ``qconv.QConvPlan`` (2-D, NHWC), bit-exact.
+"""Fast TFLite integer DepthwiseConv for a ``conv.QConvPlan`` (2-D, NHWC), bit-exact.
 
-``fast_depthwise(plan, x)`` returns the same array as ``qconv.qdepthwise_conv`` or None when the
+``fast_depthwise(plan, x)`` returns the same array as ``conv.qdepthwise_conv`` or None when the
 case is not covered (then the NumPy path runs).
 
 Exactness contract: one fused Numba pass per output row (kernels/tflite/ref/depthwise_fused.py): integer accumulation
@@ -17,7 +17,7 @@ import numpy as np
 from refinterp.settings import kernel_threads
 from ...threads import numba_threads
 
-from ...float import conv as _fconv
+from ...float import conv as float_conv
 from ...spatial import ints, resolve_window
 from .depthwise_fused import GEO, dw_fused, pot_consts
 from ...prepared import per_shape, prepared
@@ -46,7 +46,7 @@ def _dw_prep(plan, cin: int, x_dtype: np.dtype):
 
 def _build_dw_prep(plan, cin: int, x_dtype: np.dtype):
     fp = plan.fplan
-    wk = _fconv.internal_weights(plan.w, fp.weight_layout, cin, 2, fp.name)  # (KH, KW, C, 1, Mg)
+    wk = float_conv.internal_weights(plan.w, fp.weight_layout, cin, 2, fp.name)  # (KH, KW, C, 1, Mg)
     kh, kw, c, cg, mg = wk.shape
     oc = c * mg
     prep = None

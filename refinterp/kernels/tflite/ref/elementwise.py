@@ -48,7 +48,7 @@ def _smaller_than_one(node, d: float, what: str) -> tuple[int, int]:
 
 # --- ADD / SUB --------------------------------------------------------------------------------
 
-def _prepare_add_sub(is_sub: bool):
+def prepare_add_sub(is_sub: bool):
     def prepare(node, ctx):
         """8-bit and general int16: inputs shifted left by 20 (int16: 15) and rescaled to
         2*max(s1,s2); the sum rescaled to the output.  int16 with power-of-two scales and
@@ -85,7 +85,7 @@ def _prepare_add_sub(is_sub: bool):
     return prepare
 
 
-def _run_add_sub(p, a, b):
+def run_add_sub(p, a, b):
     y = fast_add_sub(p, a, b) if _FAST else None
     if y is not None:
         return y
@@ -122,7 +122,7 @@ def _mul_real_multiplier(ctx, s1, s2, so) -> float:
     return float(_F(_F(s1 * s2) / so))
 
 
-def _prepare_mul(node, ctx):
+def prepare_mul(node, ctx):
     """``mul.cc``: real multiplier (see ``_mul_real_multiplier``) -> QuantizeMultiplier;
     out = clamp(MBQM((a-z1)*(b-z2)) + zo) (int16 products of zero-point-free values < 2^30)."""
     dt, s1, z1, s2, z2, so, zo = _binary_io(node, ctx, ("int8", "uint8", "int16"))
@@ -132,7 +132,7 @@ def _prepare_mul(node, ctx):
             "rounding": rounding(ctx).value, "dtype": dt}
 
 
-def _run_mul(p, a, b):
+def run_mul(p, a, b):
     prod = wrap_int32((a.astype(_I64) - p["z1"]) * (b.astype(_I64) - p["z2"]))
     out = mbqm(prod, p["m"], p["shift"], p["rounding"]) + p["zo"]
     lo, hi = p["clamp"]
@@ -179,9 +179,9 @@ def _run_min(p, a, b):
     return np.minimum(a, b).astype(p["dtype"])
 
 
-kernel("Add", "tflite_ref", prepare=_prepare_add_sub(False), impls=ADD_IMPLS)(_run_add_sub)
-kernel("Sub", "tflite_ref", prepare=_prepare_add_sub(True), impls=ADD_IMPLS)(_run_add_sub)
-kernel("Mul", "tflite_ref", prepare=_prepare_mul, impls=MUL_IMPLS)(_run_mul)
+kernel("Add", "tflite_ref", prepare=prepare_add_sub(False), impls=ADD_IMPLS)(run_add_sub)
+kernel("Sub", "tflite_ref", prepare=prepare_add_sub(True), impls=ADD_IMPLS)(run_add_sub)
+kernel("Mul", "tflite_ref", prepare=prepare_mul, impls=MUL_IMPLS)(run_mul)
 kernel("SquaredDifference", "tflite_ref", prepare=_prepare_sqdiff)(_run_sqdiff)
 kernel("Max", "tflite_ref", prepare=_prepare_maxmin)(_run_max)
 kernel("Min", "tflite_ref", prepare=_prepare_maxmin)(_run_min)

@@ -1,6 +1,6 @@
 """Fast TFLite / XNNPACK integer ADD and SUB, bit-exact with the NumPy kernels they replace:
-``qelementwise._run_add_sub`` (LiteRT reference / TFLM, 8-bit and int16, general and power-of-two),
-``opt_elementwise._add`` (LiteRT optimized int16 NEON blocks) and ``xnn_elementwise._run_add``.
+``elementwise.run_add_sub`` (LiteRT reference / TFLM, 8-bit and int16, general and power-of-two),
+``optimized.elementwise.add`` (LiteRT optimized int16 NEON blocks) and ``xnnpack.elementwise._run_add``.
 
 Reference forms (one loop per rounding form of the plan, every rescale inline and branch-free
 so LLVM vectorises it; constants ``(M, left, right)`` / ``(M, total, 0)`` fixed per plan, see
@@ -179,7 +179,7 @@ def pair_lookup(a, b, table, out) -> None:
 
 
 def fast_add_sub(p: dict, a, b) -> np.ndarray | None:
-    """``qelementwise._run_add_sub(p, a, b)`` or None when not covered."""
+    """``elementwise.run_add_sub(p, a, b)`` or None when not covered."""
     ts = prepared(p, "add_ref", _ref_build)
     if ts is None:
         return None
@@ -219,7 +219,7 @@ def _neon_build(p: dict):
 
 
 def fast_opt_add(p: dict, a, b) -> np.ndarray | None:
-    """``opt_elementwise._add(p, a, b)`` (reference formula; NEON int16 blocks of 16 when the
+    """``optimized.elementwise.add(p, a, b)`` (reference formula; NEON int16 blocks of 16 when the
     shapes are equal, the last size % 16 elements by the reference formula) or None."""
     if not p.get("neon_int16"):
         return fast_add_sub(p, a, b)
@@ -245,6 +245,6 @@ def _xnn_build(p: dict):
 
 
 def fast_xnn_add(p: dict, a, b) -> np.ndarray | None:
-    """``xnn_elementwise._run_add(p, a, b)`` or None when not covered."""
+    """``xnnpack.elementwise._run_add(p, a, b)`` or None when not covered."""
     t = prepared(p, "add_xnn", _xnn_build)
     return None if t is None else _run(t, a, b)

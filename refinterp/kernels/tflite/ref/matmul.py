@@ -62,7 +62,7 @@ def _need_quant(ctx, i, what):
 FC_IMPLS = ("reference_16x8", "ruy_16x8")
 
 
-def _prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
+def prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
     """``eff_fn(sx, sw[O], so)`` overrides the multiplier formula (delegate variants).
 
     16x8 (int16 activations) accumulator choice, scheme ``impl``:
@@ -105,7 +105,7 @@ def _prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
                    wq, zw_b, bias, rq, not acc64, dict(ctx.settings))
 
 
-@kernel("FullyConnected", VARIANT, prepare=_prepare_fc, impls=FC_IMPLS)
+@kernel("FullyConnected", VARIANT, prepare=prepare_fc, impls=FC_IMPLS)
 def qfully_connected(plan: QFCPlan, x, w, b=None):
     y = fast_fc(plan, x) if _FAST else None
     if y is not None:
@@ -145,7 +145,7 @@ class QBMMPlan:
         return {"executed_by": self.executed_by, **d} if self.executed_by else d
 
 
-def _prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
+def prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
     a = _need_quant(ctx, 0, "lhs")
     b = _need_quant(ctx, 1, "rhs")
     out = ctx.outputs[0]
@@ -160,7 +160,7 @@ def _prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
                     acc32=a.dtype != "int16")
 
 
-@kernel("BatchMatMul", VARIANT, prepare=_prepare_bmm)
+@kernel("BatchMatMul", VARIANT, prepare=prepare_bmm)
 def qbatch_matmul(plan: QBMMPlan, a, b):
     y = fast_bmm(plan, a, b) if _FAST else None
     if y is not None:

@@ -1,7 +1,7 @@
-"""Fast TFLite integer FullyConnected / BatchMatMul (``qmatmul.QFCPlan`` / ``QBMMPlan``), bit-exact.
+"""Fast TFLite integer FullyConnected / BatchMatMul (``matmul.QFCPlan`` / ``QBMMPlan``), bit-exact.
 
-``fast_fc(plan, x)`` / ``fast_bmm(plan, a, b)`` return the same array as ``qmatmul.qfully_connected``
-/ ``qmatmul.qbatch_matmul`` or None when the case is not covered (then the NumPy path runs).
+``fast_fc(plan, x)`` / ``fast_bmm(plan, a, b)`` return the same array as ``matmul.qfully_connected``
+/ ``matmul.qbatch_matmul`` or None when the case is not covered (then the NumPy path runs).
 
 Exactness contract (as kernels/tflite/ref/conv_fast.py): the integer sum ``sum (x - zx) * (w - zw)`` is a BLAS
 GEMM in float32 over K-chunks whose every partial sum is below 2^24 in magnitude (bound taken over
@@ -92,7 +92,7 @@ def _chunked_matmul(a, b, chunk: int):
 
 
 def fast_fc(plan, x) -> np.ndarray | None:
-    """``qmatmul.qfully_connected(plan, x, w, b)`` for a constant filter, or None."""
+    """``matmul.qfully_connected(plan, x, w, b)`` for a constant filter, or None."""
     x = np.asarray(x)
     if plan.w is None or x.dtype.kind not in "iu" or x.size == 0:
         return None
@@ -125,7 +125,7 @@ def _span(dt: np.dtype, z: int) -> int:
 
 
 def fast_bmm(plan, a, b) -> np.ndarray | None:
-    """``qmatmul.qbatch_matmul(plan, a, b)`` or None (bounds over both operands' dtype ranges)."""
+    """``matmul.qbatch_matmul(plan, a, b)`` or None (bounds over both operands' dtype ranges)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype.kind not in "iu" or b.dtype.kind not in "iu" or a.ndim < 2 or b.ndim < 2:
         return None

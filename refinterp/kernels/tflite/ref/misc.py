@@ -18,7 +18,7 @@ _F = np.float32
 
 # --- QUANTIZE ---------------------------------------------------------------------------------
 
-def _prepare_quantize(node, ctx):
+def prepare_quantize(node, ctx):
     """float32 -> int: clamp(int32(roundf(x / (float)s)) + zp); the float->int32 conversion of an
     out-of-range or NaN value gives INT32_MIN (x86 cvttss2si) and the zero point add wraps.
     int -> int: clamp(MBQM(q - zx, QuantizeMultiplier(double(sx)/double(so))) + zo)."""
@@ -37,8 +37,8 @@ def _prepare_quantize(node, ctx):
             "dtype": odt}
 
 
-@kernel("Quantize", "tflite_ref", prepare=_prepare_quantize)
-def _quantize(p, x):
+@kernel("Quantize", "tflite_ref", prepare=prepare_quantize)
+def quantize(p, x):
     lo, hi = qrange(p["dtype"])
     if p["float"]:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -52,7 +52,7 @@ def _quantize(p, x):
 
 # --- DEQUANTIZE -------------------------------------------------------------------------------
 
-def _prepare_dequantize(node, ctx):
+def prepare_dequantize(node, ctx):
     """int -> float32(double(s) * (q - zp)) per tensor; per channel float32(float s[c] * (q - zp[c]))
     evaluated in double then rounded once (the C++ promotes the float scale with the int).
     float16 -> float32 is exact."""
@@ -65,8 +65,8 @@ def _prepare_dequantize(node, ctx):
     return {"f16": False, "quant": t.quant}
 
 
-@kernel("Dequantize", "tflite_ref", prepare=_prepare_dequantize)
-def _dequantize(p, x):
+@kernel("Dequantize", "tflite_ref", prepare=prepare_dequantize)
+def dequantize(p, x):
     if p["f16"]:
         return np.asarray(x).astype(np.float32)
     s, z = p["quant"].broadcast(x.shape)
@@ -75,7 +75,7 @@ def _dequantize(p, x):
 
 # --- RESIZE -----------------------------------------------------------------------------------
 
-def _prepare_resize(node, ctx):
+def prepare_resize(node, ctx):
     a = node.attrs
     mode = a.get("mode", "nearest")
     dt = check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32") if mode == "nearest"
@@ -163,8 +163,8 @@ def resize_bilinear_uint8(x, oh: int, ow: int, align: bool, half: bool, optimize
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
-@kernel("Resize", "tflite_ref", prepare=_prepare_resize)
-def _resize(p, x, roi=None, scales=None, sizes=None):
+@kernel("Resize", "tflite_ref", prepare=prepare_resize)
+def resize(p, x, roi=None, scales=None, sizes=None):
     if x.ndim != 4:
         raise UnsupportedOpError(f"TFLite integer resize needs a 4-D NHWC input, got shape {x.shape}")
     oh, ow = p["size"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from refinterp.errors import ModelError
 from refinterp.quant.params import activation_range
-from ...float import pool as _fpool
+from ...float import pool as float_pool
 from ...spatial import pad_channels_last, to_channels_last, from_channels_last
 from ...registry import kernel
 
@@ -50,7 +50,7 @@ def _prepare(node, ctx) -> QPoolPlan:
     else:
         lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
                                   out.dtype, node.name)
-    return QPoolPlan(_fpool._prepare(node, ctx), int(lo), int(hi), out.dtype)
+    return QPoolPlan(float_pool.prepare_node(node, ctx), int(lo), int(hi), out.dtype)
 
 
 # TFLM pooling_common.cc Prepare: equal zero points and |s_in - s_out| <= 1e-6 in float32 (an
@@ -79,10 +79,10 @@ def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def qaverage_pool(plan: QPoolPlan, x):
     xc = to_channels_last(np.asarray(x), plan.fplan.layout).astype(np.int64)
     spatial = xc.shape[1:-1]
-    win = _fpool._window(plan.fplan, spatial)
-    total = _fpool._sum_windows(pad_channels_last(xc, win), win, np.int64)
+    win = float_pool.window(plan.fplan, spatial)
+    total = float_pool.sum_windows(pad_channels_last(xc, win), win, np.int64)
     mask = np.ones((1,) + tuple(spatial) + (1,), dtype=np.int64)
-    count = _fpool._sum_windows(pad_channels_last(mask, win), win, np.int64)
+    count = float_pool.sum_windows(pad_channels_last(mask, win), win, np.int64)
     half = count // 2
     avg = np.where(total > 0, _trunc_div(total + half, count), _trunc_div(total - half, count))
     y = np.clip(avg, plan.lo, plan.hi).astype(plan.dtype)
@@ -91,7 +91,7 @@ def qaverage_pool(plan: QPoolPlan, x):
 
 @kernel("MaxPool", VARIANT, prepare=_prepare)
 def qmax_pool(plan: QPoolPlan, x):
-    y = _fpool.max_pool(plan.fplan, np.asarray(x))
+    y = float_pool.max_pool(plan.fplan, np.asarray(x))
     if isinstance(y, tuple):
         y = y[0]
     return np.clip(y, plan.lo, plan.hi).astype(plan.dtype)

@@ -53,7 +53,7 @@ class QReducePlan:
                 "note": "MEAN folds 1/n into the multiplier at run time (QuantizedMeanOrSum)"}
 
 
-def _prepare(node, ctx) -> QReducePlan:
+def prepare_node(node, ctx) -> QReducePlan:
     axes = ctx.const(1)
     if axes is None and len(node.inputs) > 1 and node.inputs[1]:
         raise ModelError(f"node '{node.name}' ({node.op}): computed axes are not supported")
@@ -75,29 +75,29 @@ def _prepare(node, ctx) -> QReducePlan:
                        rounding_of(ctx.settings), impl, out.dtype)
 
 
-def _axes(plan: QReducePlan, ndim: int) -> tuple[int, ...]:
+def reduce_axes(plan: QReducePlan, ndim: int) -> tuple[int, ...]:
     if plan.axes is None or len(plan.axes) == 0:
         return tuple(range(ndim))
     return tuple(sorted({a % ndim for a in plan.axes}))
 
 
-def _reduced_count(x: np.ndarray, ax) -> int:
+def reduced_count(x: np.ndarray, ax) -> int:
     return int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
 
 
-@kernel(("ReduceMean", "ReduceSum"), VARIANT, prepare=_prepare, impls={"ReduceSum": SUM_IMPLS})
+@kernel(("ReduceMean", "ReduceSum"), VARIANT, prepare=prepare_node, impls={"ReduceSum": SUM_IMPLS})
 def qmean_or_sum(plan: QReducePlan, x, axes=None):
     y = fast_reduce(plan, x) if _FAST else None
     if y is not None:
         return y
     x = np.asarray(x)
-    ax = _axes(plan, x.ndim)
+    ax = reduce_axes(plan, x.ndim)
     lo, hi = qrange(plan.dtype)
     v = x.astype(np.int64)
     if plan.impl == "uint8_bytes":
         v = v & 0xFF
         lo, hi = 0, 255
-    n = _reduced_count(x, ax)
+    n = reduced_count(x, ax)
     s = wrap_int32(np.sum(v, axis=ax, keepdims=plan.keepdims))  # int32 temp_sum
     M, sh = plan.M, plan.shift
     if plan.op == "ReduceMean" and n > 0:
@@ -111,8 +111,8 @@ def qmean_or_sum(plan: QReducePlan, x, axes=None):
     return y.astype(plan.dtype)
 
 
-@kernel("ReduceMax", VARIANT, prepare=_prepare)
+@kernel("ReduceMax", VARIANT, prepare=prepare_node)
 def qreduce_max(plan: QReducePlan, x, axes=None):
     x = np.asarray(x)
-    ax = _axes(plan, x.ndim)
+    ax = reduce_axes(plan, x.ndim)
     return np.max(x, axis=ax, keepdims=plan.keepdims).astype(plan.dtype)

@@ -1,6 +1,6 @@
 """Fast TFLite integer MEAN / SUM (one Numba pass), bit-exact with the NumPy kernels it replaces:
-``qreduce.qmean_or_sum`` (LiteRT reference / TFLM: ``QuantizedMeanOrSum``, impl ``typed`` and
-``uint8_bytes``) and ``qreduce_fast._run_fast`` forms ``spatial_fast`` (LiteRT optimized int8 MEAN
+``reduce.qmean_or_sum`` (LiteRT reference / TFLM: ``QuantizedMeanOrSum``, impl ``typed`` and
+``uint8_bytes``) and ``optimized.reduce._run_fast`` forms ``spatial_fast`` (LiteRT optimized int8 MEAN
 over H, W) and ``xnn_float`` (XNNPACK MEAN / SUM).
 
 Covered when the reduced axes are one contiguous block of dims (e.g. {1, 2} of NHWC, the last
@@ -8,7 +8,7 @@ axis, all axes): the input is viewed as (outer, R, inner) and summed over R in i
 R * 2^16 < 2^63), then wrapped to int32 as the NumPy ``wrap_int32(np.sum(...))``.  Finish:
 
 * reference: ``clamp(rescale(wrap32(S - zx*n), M', e') + zo)`` with MEAN's M' = (M << k) // n,
-  e' = e - k, k = min(floor(log2 n), 32, 31 + e), in the plan's integer rounding (``fixed_forms``);
+  e' = e - k, k = min(floor(log2 n), 32, 31 + e), in the plan's integer rounding (``quant.fixedpoint_nb``);
 * spatial_fast: the plan's ``Requant`` through ``requant.fused_runner`` (channel blocks included);
 * xnn_float: ``clamp(rint_even(float32(float32(S) * scale) + yzp))`` with scale / yzp computed
   here in NumPy float32 exactly as the NumPy kernel does.
@@ -105,7 +105,7 @@ def _xnn_scales(plan, n: int):
 
 
 def fast_reduce(plan, x) -> np.ndarray | None:
-    """``qreduce.qmean_or_sum`` (a ``QReducePlan``) or ``qreduce_fast._run_fast`` (a
+    """``reduce.qmean_or_sum`` (a ``QReducePlan``) or ``optimized.reduce._run_fast`` (a
     ``FastReducePlan``) for MEAN / SUM, or None when not covered."""
     form = getattr(plan, "form", "reference")
     if plan.op not in ("ReduceMean", "ReduceSum") or form not in ("reference", "spatial_fast", "xnn_float"):

@@ -273,5 +273,5 @@ def _wrap_i32(b: np.ndarray) -> np.ndarray:
 
 
 def conv_finish(plan, acc_f: np.ndarray) -> np.ndarray | None:
-    """Fast ``qconv.finish(plan, acc_f)`` for a ``QConvPlan`` (None: use the NumPy path)."""
+    """Fast ``conv.finish(plan, acc_f)`` for a ``QConvPlan`` (None: use the NumPy path)."""
     return fused_requant(plan.requant, acc_f, plan.bias, plan.acc32, plan.settings)

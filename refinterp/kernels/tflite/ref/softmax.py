@@ -26,7 +26,7 @@ _I64 = np.int64
 _FAST = fast_kernels()
 
 
-def _prepare(node, ctx):
+def prepare_node(node, ctx):
     dt = check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16"))
     odt = check_dtype(ctx.outputs[0], node, ("int8", "uint8", "int16"))
     axis = int(node.attrs.get("axis", -1))
@@ -82,8 +82,8 @@ def _run_int16(p, x):
     return np.clip(y, 0, 32767).astype(p["dtype"])
 
 
-@kernel("Softmax", "tflite_ref", prepare=_prepare)
-def _softmax(plan, x):
+@kernel("Softmax", "tflite_ref", prepare=prepare_node)
+def softmax(plan, x):
     y = fast_softmax(plan, x) if _FAST else None
     if y is not None:
         return y

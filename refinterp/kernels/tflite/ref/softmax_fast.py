@@ -1,6 +1,6 @@
 """Fast TFLite integer SOFTMAX over the last axis, bit-exact with the NumPy kernels it replaces:
-``qsoftmax._run_8bit`` / ``_run_int16`` (LiteRT reference, TFLM) and the float-table 8-bit kernel
-of ``opt_misc._softmax`` (LiteRT optimized; also what XNNPACK schemes run).
+``softmax._run_8bit`` / ``_run_int16`` (LiteRT reference, TFLM) and the float-table 8-bit kernel
+of ``optimized.misc.softmax`` (LiteRT optimized; also what XNNPACK schemes run).
 
 Everything that depends only on d = q - max(row) is tabulated once per plan with the NumPy code
 itself (8-bit: 256 entries; int16: 65536): the reference exp values ``E[d]``, their Q12 terms
@@ -179,7 +179,7 @@ _IN_TYPES = {"ref8": (np.int8, np.uint8), "float": (np.int8, np.uint8), "ref16":
 
 
 def fast_softmax(p: dict, x) -> np.ndarray | None:
-    """The 8-bit / int16 SOFTMAX of ``qsoftmax._softmax`` or ``opt_misc._softmax`` (by the plan's
+    """The 8-bit / int16 SOFTMAX of ``softmax.softmax`` or ``optimized.misc.softmax`` (by the plan's
     keys), or None when not covered."""
     t = prepared(p, "softmax", _build)
     x = np.asarray(x)

@@ -31,9 +31,9 @@ from refinterp.settings import fast_kernels
 from ..optimized import activation as opt_activation
 from ..optimized import elementwise as opt_elementwise
 from ..optimized import misc as opt_misc
-from ..ref import activation as qactivation
-from ..ref import elementwise as qelementwise
-from ..ref import misc as qmisc
+from ..ref import activation as ref_activation
+from ..ref import elementwise as ref_elementwise
+from ..ref import misc as ref_misc
 from ..common import qparams, qrange
 from ..ref.elementwise_fast import fast_xnn_add
 from ...registry import kernel
@@ -125,10 +125,10 @@ def _run_mul(p, a, b):
 
 
 register("Add", _binary_refusal("add"), _prepare_add_sub(1), _run_add,
-         opt_elementwise._prepare_add, opt_elementwise._add)
+         opt_elementwise.prepare_add, opt_elementwise.add)
 register("Sub", _binary_refusal("add"), _prepare_add_sub(-1), _run_add,
-         qelementwise._prepare_add_sub(True), qelementwise._run_add_sub)
-register("Mul", _binary_refusal("mul"), _prepare_mul, _run_mul, opt_elementwise._prepare_mul, opt_elementwise._mul)
+         ref_elementwise.prepare_add_sub(True), ref_elementwise.run_add_sub)
+register("Mul", _binary_refusal("mul"), _prepare_mul, _run_mul, opt_elementwise.prepare_mul, opt_elementwise.mul)
 
 
 # --- LEAKY_RELU / LOGISTIC / TANH (tables over every 8-bit code) -----------------------------
@@ -170,7 +170,7 @@ def _prepare_lrelu(node, ctx):
     return _table_plan(y, dt, positive_multiplier=mp, negative_multiplier=mn)
 
 
-register("LeakyRelu", _lrelu_refusal, _prepare_lrelu, _run_table, qactivation._prepare_leaky, qactivation._leaky)
+register("LeakyRelu", _lrelu_refusal, _prepare_lrelu, _run_table, ref_activation.prepare_leaky, ref_activation.leaky)
 
 
 def _prepare_lut(fn_name: str):
@@ -185,9 +185,9 @@ def _unary8_refusal(node, ctx):
 
 
 register("Sigmoid", _unary8_refusal, _prepare_lut("sigmoid"), _run_table,
-         opt_activation._prepare(False), qactivation._sigmoid_tanh)
+         opt_activation.prepare_node(False), ref_activation.sigmoid_tanh)
 register("Tanh", _unary8_refusal, _prepare_lut("tanh"), _run_table,
-         opt_activation._prepare(True), qactivation._sigmoid_tanh)
+         opt_activation.prepare_node(True), ref_activation.sigmoid_tanh)
 
 
 # --- QUANTIZE / DEQUANTIZE --------------------------------------------------------------------
@@ -229,7 +229,7 @@ def _run_quantize(p, x):
 
 
 register("Quantize", _quantize_refusal, _prepare_quantize, _run_quantize,
-         opt_misc._prepare_quantize, opt_misc._quantize)
+         opt_misc.prepare_quantize, opt_misc.quantize)
 
 
 def _dequantize_refusal(node, ctx):
@@ -249,7 +249,7 @@ def _run_dequantize(p, x):
 
 
 register("Dequantize", _dequantize_refusal, _prepare_dequantize, _run_dequantize,
-         opt_misc._prepare_dequantize, opt_misc._dequantize)
+         opt_misc.prepare_dequantize, opt_misc.dequantize)
 
 
 # --- RESIZE_BILINEAR --------------------------------------------------------------------------
@@ -287,7 +287,7 @@ def _prepare_resize(node, ctx):
     x = ctx.inputs[0]
     if x.dtype == "uint8":
         ctx = replace(ctx, inputs=[replace(x, dtype="int8")] + list(ctx.inputs[1:]))
-    p = qmisc._prepare_resize(node, ctx)
+    p = ref_misc.prepare_resize(node, ctx)
     return {**p, "q11": True, "dtype": x.dtype}
 
 
@@ -309,4 +309,4 @@ def _run_resize(p, x, roi=None, scales=None, sizes=None):
     return ((acc + (1 << 21)) >> 22).astype(p["dtype"])
 
 
-register("Resize", _resize_refusal, _prepare_resize, _run_resize, opt_misc._prepare_resize, opt_misc._resize)
+register("Resize", _resize_refusal, _prepare_resize, _run_resize, opt_misc.prepare_resize, opt_misc.resize)

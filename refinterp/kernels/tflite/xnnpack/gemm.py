@@ -36,8 +36,8 @@ import numpy as np
 
 from refinterp.errors import ModelError
 from refinterp.quant.params import qrange, xnn_scale_f32
-from ..ref import conv as qconv
-from ..ref import matmul as qmatmul
+from ..ref import conv as ref_conv
+from ..ref import matmul as ref_matmul
 from ...registry import PrepareContext, kernel
 
 VARIANT = "xnn"
@@ -169,8 +169,8 @@ def _delegated(prepare_fn, node, ctx, **kw):
     return replace(plan, requant=rq, executed_by="xnnpack")
 
 
-kernel("Conv", VARIANT, prepare=lambda n, c: _delegated(qconv._prepare_conv, n, c))(qconv.qconv)
-kernel("DepthwiseConv", VARIANT, prepare=lambda n, c: _delegated(qconv._prepare_dw, n, c))(qconv.qdepthwise_conv)
-kernel("ConvTranspose", VARIANT, prepare=lambda n, c: _delegated(qconv._prepare_tconv, n, c))(qconv.qconv_transpose)
-kernel("FullyConnected", VARIANT, prepare=lambda n, c: _delegated(qmatmul._prepare_fc, n, c))(qmatmul.qfully_connected)
-kernel("BatchMatMul", VARIANT, prepare=lambda n, c: _delegated(qmatmul._prepare_bmm, n, c))(qmatmul.qbatch_matmul)
+kernel("Conv", VARIANT, prepare=lambda n, c: _delegated(ref_conv.prepare_conv, n, c))(ref_conv.qconv)
+kernel("DepthwiseConv", VARIANT, prepare=lambda n, c: _delegated(ref_conv.prepare_dw, n, c))(ref_conv.qdepthwise_conv)
+kernel("ConvTranspose", VARIANT, prepare=lambda n, c: _delegated(ref_conv.prepare_tconv, n, c))(ref_conv.qconv_transpose)
+kernel("FullyConnected", VARIANT, prepare=lambda n, c: _delegated(ref_matmul.prepare_fc, n, c))(ref_matmul.qfully_connected)
+kernel("BatchMatMul", VARIANT, prepare=lambda n, c: _delegated(ref_matmul.prepare_bmm, n, c))(ref_matmul.qbatch_matmul)
