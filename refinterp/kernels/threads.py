@@ -1,7 +1,7 @@
 """Fast (Numba / BLAS) building blocks that replace hot NumPy paths bit for bit.
 
 Not kernels themselves (nothing here registers an op): the registered kernels call these helpers.
-Every helper has a NumPy reference it must equal exactly (tests/unit/test_fast_*.py).
+Every helper has a NumPy reference it must equal exactly (tests/unit/kernels/*/test_*fast*.py).
 
 Numba pitfalls met here (each cost a lot of speed or a stale result):
 

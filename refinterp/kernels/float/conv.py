@@ -72,7 +72,7 @@ def internal_weights(w: np.ndarray, weight_layout: str, group: int, nsp: int, wh
 def conv_channels_last(x: np.ndarray, wk: np.ndarray, bias, win, cdt) -> np.ndarray:
     """x (N, *S, C) float; wk (*K, G, Cg, Mg); returns (N, *O, G*Mg) in ``cdt``.
 
-    Fast paths give the same bits as ``conv_channels_last_numpy`` (tests/unit/test_fast_kernels.py):
+    Fast paths give the same bits as ``conv_channels_last_numpy`` (tests/unit/kernels/tflite/test_ref_fast_vs_numpy.py):
     a single-cell ungrouped conv is one GEMM (``0 + p`` of the NumPy loop reproduced by ``p + 0``);
     a 2-D depthwise conv runs the same per-element cell loop in Numba.
     """

@@ -22,7 +22,7 @@ from refinterp.kernels.registry import PrepareContext, lookup
 from refinterp.quant.params import accumulate_overflow
 from refinterp.quant.requant import Rounding
 
-from test_fast_kernels import _numpy_qconv, _x
+from test_ref_fast_vs_numpy import _numpy_qconv, _x
 
 RNG = np.random.default_rng(88)
 ACC32 = {"accumulator": {"bits": 32, "overflow": "wrap"}}

@@ -79,7 +79,7 @@ def test_scheme_hybrid_key_is_validated_and_selects(tmp_path):
     over.write_text("name: over\nextends: tflite-reference\nnodes:\n  '*fc1*': {compute: float}\n")
     from pathlib import Path
 
-    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
+    fixture = Path(__file__).resolve().parents[3] / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
     g = refinterp.load(fixture)
     sc = load_scheme(str(over))
     picks = {n.name: sc.for_node(n, g).variants for n in g.nodes if n.op in ("Conv", "FullyConnected")}
@@ -95,7 +95,7 @@ def test_node_variants_override_beats_op_hybrid(tmp_path):
 
     over = tmp_path / "over.yaml"
     over.write_text("name: over\nextends: tflite-reference\nnodes:\n  '*conv2*': {variants: [float]}\n")
-    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
+    fixture = Path(__file__).resolve().parents[3] / "fixtures" / "tflite" / "small_cnn_dynamic_range.tflite"
     g = refinterp.load(fixture)
     sc = load_scheme(str(over))
     picks = {n.name: sc.for_node(n, g).variants for n in g.nodes if n.op == "Conv"}

@@ -365,7 +365,7 @@ def test_models_every_tensor_fast_equals_numpy(monkeypatch, name):
     from refinterp.kernels.onnxruntime import elementwise as ort_elementwise
     from refinterp.kernels.float import quantize as quantize_ops
 
-    path = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / name
+    path = Path(__file__).resolve().parents[3] / "fixtures" / "onnx" / name
     g = refinterp.load(str(path))
     rng = np.random.default_rng(3)
     feeds = {n: rng.uniform(-1.0, 1.0, [d if isinstance(d, int) and d > 0 else 1 for d in g.tensors[n].shape])

@@ -355,7 +355,7 @@ def test_fast_paths_taken(model, scheme, monkeypatch):
             calls.setdefault(_group, []).append(y is not None)
             return y
         monkeypatch.setattr(mod, name, counted)
-    g = refinterp.load(str(Path(__file__).resolve().parents[2] / "tests/fixtures/tflite" / f"{model}.tflite"))
+    g = refinterp.load(str(Path(__file__).resolve().parents[4] / "tests/fixtures/tflite" / f"{model}.tflite"))
     refinterp.Session(g, scheme).run(random_inputs(g, 5))
     for group in set(_GROUP.values()):
         n_nodes = sum(_GROUP.get(n.op) == group for n in g.nodes)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MODELS = ["refinterp/models/demo_int8.tflite", "tests/fixtures/tflite/ops_zoo_int8.tflite",
           "tests/fixtures/tflite/mobilenet_tiny_int16x8.tflite", "tests/fixtures/tflite/attention_block_int8.tflite"]
 SCHEMES = ["tflite-reference", "tflite-optimized", "tflite-xnnpack", "tflite-micro"]

@@ -2,7 +2,7 @@
 ``Requant(accumulate_overflow(acc + bias))`` bit for bit, and are the ones chosen for 8/16-bit
 outputs.
 
-Beyond tests/unit/test_fast_kernels.py this covers: effective scales above 1 (left shifts), the
+Beyond tests/unit/kernels/tflite/test_ref_fast_vs_numpy.py this covers: effective scales above 1 (left shifts), the
 largest multipliers, every right shift 0..31, accumulators at the int32 edges and outside int32
 (wrapped), float32 accumulators (what the float32 GEMM of fast_conv hands over), and exact ties
 of both SRDHM and the rounding divide in both signs.

@@ -20,7 +20,7 @@ from refinterp.kernels.tflite.ref import depthwise_fast as qdepthwise_fast
 from refinterp.kernels.tflite.ref.depthwise_fast import fast_depthwise
 from refinterp.kernels.registry import PrepareContext, lookup
 
-from test_fast_kernels import _numpy_qconv  # the same NumPy reference (cell-loop sums, int64)
+from test_ref_fast_vs_numpy import _numpy_qconv  # the same NumPy reference (cell-loop sums, int64)
 
 RNG = np.random.default_rng(1208)
 
