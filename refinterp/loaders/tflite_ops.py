@@ -389,23 +389,14 @@ CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "READ_VARIABLE": _plain("ReadVariable"), "ASSIGN_VARIABLE": _plain("AssignVariable"),
     "DENSIFY": _plain("Identity"),
     "RFFT2D": _plain("RFFT2D"), "COMPLEX_ABS": _plain("ComplexAbs"), "REAL": _plain("Real"), "IMAG": _plain("Imag"),  # its sparse constant input is densified by the loader (tflite_sparse.py)
-    # index / generator ops (refinterp/kernels/float/index.py)
-    "GATHER_ND": _plain("GatherND"), "RANGE": _plain("Range"), "FILL": _plain("Fill"),
-    "ZEROS_LIKE": _plain("ZerosLike"), "REVERSE_V2": _plain("Reverse"),
-    "BROADCAST_ARGS": _plain("BroadcastArgs"),
-    "CUMSUM": lambda c: ("CumSum", list(c.inputs), {"exclusive": int(bool(c.opt("exclusive", False))),
-                                                    "reverse": int(bool(c.opt("reverse", False)))}),
-    "TOPK_V2": _plain("TopK", axis=-1, largest=1, sorted=1),
-    "EMBEDDING_LOOKUP": lambda c: ("Gather", [c.inputs[1], c.inputs[0]], {"axis": 0}),
-    "NOT_EQUAL": _plain("NotEqual"), "GREATER_EQUAL": _plain("GreaterOrEqual"),
-    "LESS_EQUAL": _plain("LessOrEqual"), "FLOOR_DIV": _plain("FloorDiv"), "FLOOR_MOD": _plain("Mod", fmod=0),
-    "SIN": _plain("Sin"), "COS": _plain("Cos"),
     "CALL_ONCE": lambda c: ("CallOnce", [], {"init_subgraph_index": int(c.opt("init_subgraph_index", 0))}),
 }
 
 
 def convert(ctx: OpContext) -> Result:
-    fn = CONVERTERS.get(ctx.name)
+    from .tflite_ops_index import INDEX_CONVERTERS
+
+    fn = CONVERTERS.get(ctx.name) or INDEX_CONVERTERS.get(ctx.name)
     if fn is None:
         return f"TFLite:{ctx.name}", list(ctx.inputs), {}
     return fn(ctx)

@@ -397,3 +397,75 @@ def m_broadcast_args(rng):
     y = b.tensor("y", (3,), "int32")
     b.op("BROADCAST_ARGS", [s0, b.const("s1", i32(4, 1))], [y])
     return b, [s0], [y], {"s0": np.array([2, 1, 5], np.int32)}
+
+
+# older converters' dilated convolution: SPACE_TO_BATCH_ND -> CONV_2D (VALID) -> BATCH_TO_SPACE_ND
+CASES["space_to_batch_nd"] = with_const("SPACE_TO_BATCH_ND", (2, 5, 6, 3),
+                                        [("block", i32(2, 3)), ("pads", np.array([[1, 0], [0, 0]], np.int32))],
+                                        (12, 3, 2, 3))
+CASES["space_to_batch_nd_3d"] = with_const("SPACE_TO_BATCH_ND", (2, 5, 3),
+                                           [("block", i32(2)), ("pads", np.array([[0, 1]], np.int32))], (4, 3, 3))
+CASES["batch_to_space_nd"] = with_const("BATCH_TO_SPACE_ND", (8, 3, 2, 3),
+                                        [("block", i32(2, 2)), ("crops", np.array([[1, 0], [0, 1]], np.int32))],
+                                        (2, 5, 3, 3))
+
+
+@case
+def m_dilated_conv_space_batch(rng):
+    """The pattern TF 1.x converters emitted for a dilated 3x3 conv (rate 2, SAME)."""
+    b = TFLiteBuilder()
+    x = b.tensor("x", (1, 8, 8, 3))
+    s2b = b.tensor("s2b", (4, 6, 6, 3))
+    b.op("SPACE_TO_BATCH_ND", [x, b.const("block", i32(2, 2)), b.const("pads", np.full((2, 2), 2, np.int32))],
+         [s2b])
+    c = b.tensor("conv", (4, 4, 4, 5))
+    b.op("CONV_2D", [s2b, b.const("w", f32(rng, 5, 3, 3, 3)), b.const("bias", f32(rng, 5))], [c],
+         {"padding": "VALID"})
+    y = b.tensor("y", (1, 8, 8, 5))
+    b.op("BATCH_TO_SPACE_ND", [c, b.const("block2", i32(2, 2)), b.const("crops", np.zeros((2, 2), np.int32))],
+         [y])
+    return b, [x], [y], {"x": f32(rng, 1, 8, 8, 3)}
+
+
+@case
+def m_one_hot(rng):
+    b = TFLiteBuilder()
+    idx = b.tensor("idx", (2, 3), "int32")
+    y = b.tensor("y", (2, 5, 3))
+    b.op("ONE_HOT", [idx, b.const("depth", np.array(5, np.int32)), b.const("on", np.array(2.5, np.float32)),
+                     b.const("off", np.array(-1.0, np.float32))], [y], {"axis": 1})
+    return b, [idx], [y], {"idx": np.array([[0, 4, 2], [7, -1, 3]], np.int32)}  # 7, -1: all-off rows
+
+
+@case
+def m_reduce_any_all(rng):
+    b = TFLiteBuilder()
+    x = b.tensor("x", (3, 4, 2), "bool")
+    ya, yl = b.tensor("any", (3, 1, 2), "bool"), b.tensor("all", (4,), "bool")
+    b.op("REDUCE_ANY", [x, b.const("ax1", i32(1))], [ya], {"keep_dims": True})
+    b.op("REDUCE_ALL", [x, b.const("ax02", i32(0, 2))], [yl])
+    xs = rng.uniform(size=(3, 4, 2)) < 0.7
+    xs[:, 1, :] = True
+    xs[0, :, 0] = False
+    return b, [x], [ya, yl], {"x": xs}
+
+
+@case
+def m_where_argwhere(rng):
+    b = TFLiteBuilder()
+    x = b.tensor("x", (3, 4), "bool")
+    y = b.tensor("y", (5, 2), "int64")
+    b.op("WHERE", [x], [y])
+    xs = np.zeros((3, 4), bool)
+    xs[[0, 1, 1, 2, 2], [3, 0, 2, 1, 3]] = True
+    return b, [x], [y], {"x": xs}
+
+
+@case
+def m_scatter_nd(rng):
+    b = TFLiteBuilder()
+    upd = b.tensor("upd", (4, 3))
+    y = b.tensor("y", (5, 3))
+    idx = np.array([[4], [0], [2], [4]], np.int32)  # a duplicate index: the updates add up
+    b.op("SCATTER_ND", [b.const("idx", idx), upd, b.const("shape", i32(5, 3))], [y])
+    return b, [upd], [y], {"upd": f32(rng, 4, 3)}

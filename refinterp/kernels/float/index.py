@@ -66,10 +66,17 @@ def _eye_like(plan, x):
 
 
 @kernel("OneHot", BOTH, prepare=_plan)
-def _one_hot(plan, indices, depth, values):
+def _one_hot(plan, indices, depth, values, off_value=None):
+    """ONNX (indices, depth, values = [off, on]): negative indices count from ``depth``; TFLite
+    ONE_HOT (indices, depth, on, off): negative indices select nothing.  Out-of-range indices give
+    an all-off row in both."""
+    tflite = off_value is not None
+    if tflite:
+        values = np.stack([np.asarray(off_value).reshape(()), np.asarray(values).reshape(())])
     d = int(np.asarray(depth).ravel()[0])
     idx = np.asarray(indices).astype(np.int64)
-    idx = np.where(idx < 0, idx + d, idx)
+    if not tflite:
+        idx = np.where(idx < 0, idx + d, idx)
     ax = int(plan.get("axis", -1))
     ax = ax + idx.ndim + 1 if ax < 0 else ax
     hot = np.expand_dims(idx, ax) == np.arange(d).reshape([d if i == ax else 1 for i in range(idx.ndim + 1)])
@@ -249,3 +256,27 @@ def _reverse(plan, x, axes):
 @kernel("BroadcastArgs", BOTH, prepare=_plan)
 def _broadcast_args(plan, s0, s1):
     return np.asarray(np.broadcast_shapes(tuple(ints(s0)), tuple(ints(s1))), dtype=np.asarray(s0).dtype)
+
+
+@kernel("ArgWhere", BOTH, prepare=_plan)
+def _arg_where(plan, x):
+    """TFLite WHERE with one input: int64 [count, rank] coordinates of the non-zero (true)
+    elements in row-major order."""
+    return np.argwhere(np.asarray(x) != 0).astype(np.int64)
+
+
+@kernel("ScatterNdToShape", BOTH, prepare=_plan)
+def _scatter_nd_to_shape(plan, indices, updates, shape):
+    """TFLite SCATTER_ND: zeros of ``shape`` (updates' dtype) with each update slice *added* at its
+    index (duplicates accumulate, in the updates' dtype: integers wrap).  An index outside
+    ``shape`` is refused, as LiteRT's kernel refuses it."""
+    out = np.zeros(ints(shape), dtype=np.asarray(updates).dtype)
+    idx = np.asarray(indices).astype(np.int64)
+    k = idx.shape[-1]
+    flat_idx = idx.reshape(-1, k)
+    upd = np.asarray(updates).reshape((flat_idx.shape[0],) + out.shape[k:])
+    if np.any(flat_idx < 0) or np.any(flat_idx >= np.asarray(out.shape[:k])):
+        raise InputError(f"{plan['where']}: SCATTER_ND index out of bounds for shape {list(out.shape)}")
+    with np.errstate(over="ignore"):
+        np.add.at(out, tuple(flat_idx.T), upd)
+    return out

@@ -11,7 +11,7 @@ import numpy as np
 from refinterp.ir import Node
 from ..registry import PrepareContext, kernel
 
-_REDUCE_OPS = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceL1",
+_REDUCE_OPS = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceAny", "ReduceAll",
                "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 
 
@@ -48,6 +48,10 @@ def _reduce(op: str, x: np.ndarray, ax: tuple[int, ...], keep: bool) -> np.ndarr
             n = int(np.prod([x.shape[a] for a in ax]))
             return np.sum(w, axis=ax, keepdims=keep, dtype=w.dtype) // n
         return np.mean(w, axis=ax, keepdims=keep, dtype=w.dtype)
+    if op == "ReduceAny":  # TFLite REDUCE_ANY / REDUCE_ALL: bool tensors
+        return np.any(w, axis=ax, keepdims=keep)
+    if op == "ReduceAll":
+        return np.all(w, axis=ax, keepdims=keep)
     if op == "ReduceMax":
         return np.max(w, axis=ax, keepdims=keep, initial=_extreme(w.dtype, False))
     if op == "ReduceMin":
