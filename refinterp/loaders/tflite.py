@@ -31,6 +31,7 @@ from ..ir import Graph, Node, QuantParams, TensorInfo
 from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
 from . import tflite_sparse
 from .tflite_ops import OpContext, convert, decode_options
+from .tflite_ops_index import detection_options
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
            "BOOL": "bool", "INT16": "int16", "COMPLEX64": "complex64", "INT8": "int8", "FLOAT64": "float64",
@@ -260,6 +261,14 @@ class _Reader:
         source = None
         if bcode == tflite.BuiltinOperator.CUSTOM:
             custom = _str(code.CustomCode()) or "?"
+            if custom == "TFLite_Detection_PostProcess":
+                raw = _vec(op.CustomOptionsAsNumpy()).astype(np.uint8).tobytes()
+                try:
+                    attrs = detection_options(raw)
+                except ValueError as e:
+                    raise self.fail(f"TFLite_Detection_PostProcess node '{node_name}': {e}") from None
+                return Node(node_name, "DetectionPostProcess", ins, outs, attrs, source_op=f"CUSTOM:{custom}",
+                            index=k)
             if custom != "Convolution2DTransposeBias":
                 return Node(node_name, f"Custom:{custom}", ins, outs, {}, source_op=f"CUSTOM:{custom}", index=k)
             # MediaPipe's transpose conv with bias (segmentation models; XNNPACK runs it, LiteRT's

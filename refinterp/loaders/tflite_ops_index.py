@@ -32,3 +32,32 @@ INDEX_CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "SCATTER_ND": _plain("ScatterNdToShape"),
     "SPACE_TO_BATCH_ND": _plain("SpaceToBatchND"), "BATCH_TO_SPACE_ND": _plain("BatchToSpaceND"),
 }
+
+
+_DETECTION_KEYS = {"max_detections": int, "max_classes_per_detection": int, "detections_per_class": int,
+                   "use_regular_nms": bool, "nms_score_threshold": float, "nms_iou_threshold": float,
+                   "num_classes": int, "y_scale": float, "x_scale": float, "h_scale": float, "w_scale": float}
+
+
+def detection_options(raw: bytes) -> dict:
+    """The flexbuffer map of ``TFLite_Detection_PostProcess`` custom options as node attributes
+    (LiteRT's defaults: detections_per_class 100, use_regular_nms false); ValueError if unreadable."""
+    from flatbuffers import flexbuffers
+
+    try:
+        m = flexbuffers.Loads(raw) if raw else None
+    except Exception as e:  # noqa: BLE001 - any decoding failure of untrusted bytes
+        raise ValueError(f"unreadable custom options ({type(e).__name__})") from None
+    if not isinstance(m, dict):
+        raise ValueError("custom options are not a flexbuffer map")
+    out = {"detections_per_class": 100, "use_regular_nms": False, "max_classes_per_detection": 1}
+    for key, typ in _DETECTION_KEYS.items():
+        if m.get(key) is not None:
+            try:
+                out[key] = typ(m[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"option {key!r} is not a {typ.__name__}") from None
+    missing = [k for k in ("max_detections", "num_classes", "nms_iou_threshold") if k not in out]
+    if missing:
+        raise ValueError(f"missing option(s) {', '.join(missing)}")
+    return out

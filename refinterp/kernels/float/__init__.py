@@ -1,2 +1,3 @@
 """Float32 kernels (variant ``float``): the arithmetic every float scheme shares."""
-from . import activation, conv, conv_transpose, elementwise, index, matmul, norm, pool, quantize, reduce, resize, spectral  # noqa: F401
+from . import (activation, conv, conv_transpose, detection, elementwise, index, matmul, norm, pool,  # noqa: F401
+               quantize, reduce, resize, spectral)
