@@ -1,4 +1,4 @@
-"""ONNX control flow (If, Loop, Scan): subgraphs run as child Sessions under the parent's scheme.
+"""ONNX control flow (If, Loop, Scan) and TFLite's (IF, WHILE): subgraphs run as child Sessions under the parent's scheme.
 
 The runtime (not the kernel registry) prepares these nodes, because their bodies are whole graphs
 resolved under the session's scheme: a quantized body (e.g. an LSTM exported as Scan over
@@ -30,7 +30,9 @@ import numpy as np
 from .errors import ModelError, UnsupportedOpError
 from .ir import Graph, Node
 
-CONTROL_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
+CONTROL_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",),
+               "While": ("cond", "body")}
+_MAX_WHILE = 10_000_000  # iterations before a While is taken for a runaway loop
 
 
 def free_names(g: Graph) -> list[str]:
@@ -109,7 +111,27 @@ def _scalar_bool(v, what: str) -> bool:
 
 def run_if(plan: ControlPlan, cond, *args):
     branch = "then_branch" if _scalar_bool(cond, "If condition") else "else_branch"
-    return tuple(_body(plan.sessions[branch], {}, _outer(plan, (cond,) + args)))
+    sess = plan.sessions[branch]
+    # TFLite IF (``branch_inputs``): the node's inputs after the condition feed the branch's inputs
+    values = dict(zip(sess.graph.inputs, args[:plan.n_explicit - 1])) if plan.attrs.get("branch_inputs") else {}
+    return tuple(_body(sess, values, _outer(plan, (cond,) + args)))
+
+
+def run_while(plan: ControlPlan, *args):
+    """TFLite WHILE: ``cond(values)`` (one boolean) then ``values = body(values)`` until false; the
+    outputs are the final values (shapes may change from one iteration to the next)."""
+    cond, body = plan.sessions["cond"], plan.sessions["body"]
+    values = list(args[:plan.n_explicit])
+    outer = _outer(plan, args)
+    for sess in (cond, body):
+        if len(sess.graph.inputs) != len(values):
+            raise ModelError(f"While {'condition' if sess is cond else 'body'} takes {len(sess.graph.inputs)} "
+                             f"inputs, the node has {len(values)}")
+    for _ in range(_MAX_WHILE):
+        if not _scalar_bool(_body(cond, dict(zip(cond.graph.inputs, values)), outer)[0], "While condition"):
+            return tuple(values)
+        values = _body(body, dict(zip(body.graph.inputs, values)), outer)
+    raise ModelError(f"While loop still running after {_MAX_WHILE} iterations")
 
 
 def _empty_like_output(sess, k: int) -> np.ndarray:
@@ -228,4 +250,4 @@ def _run_scan8(plan, sess, explicit, outer):
     return tuple(states_out) + tuple(scans_out)
 
 
-RUNNERS = {"If": run_if, "Loop": run_loop, "Scan": run_scan}
+RUNNERS = {"If": run_if, "Loop": run_loop, "Scan": run_scan, "While": run_while}

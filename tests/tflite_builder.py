@@ -147,6 +147,24 @@ class TFLiteBuilder:
         self.operators: list[Any] = []
         self.opcodes: list[Any] = []
         self._opcode_index: dict[tuple[int, str | None, int], int] = {}
+        self._subgraphs: list[tuple["TFLiteBuilder", list[int], list[int], str]] = []
+
+    def subgraph(self, name: str = "") -> "TFLiteBuilder":
+        """A builder for another subgraph of the same model (WHILE / IF bodies): it shares the
+        model's buffers and operator codes; declare its inputs/outputs with ``set_io``.  Subgraph
+        indices follow creation order, starting at 1."""
+        child = TFLiteBuilder(self.description)
+        child.buffers, child.opcodes, child._opcode_index = self.buffers, self.opcodes, self._opcode_index
+        self._subgraphs.append((child, [], [], name or f"subgraph{len(self._subgraphs) + 1}"))
+        return child
+
+    def set_io(self, sub: "TFLiteBuilder", inputs: Sequence[int], outputs: Sequence[int]) -> int:
+        """Inputs and outputs of subgraph ``sub``; returns its subgraph index."""
+        for k, (b, _, _, name) in enumerate(self._subgraphs):
+            if b is sub:
+                self._subgraphs[k] = (b, [int(i) for i in inputs], [int(o) for o in outputs], name)
+                return k + 1
+        raise ValueError("not a subgraph of this builder")
 
     # -- tensors -----------------------------------------------------------------------------
     def tensor(self, name: str, shape: Sequence[int], dtype: Any = "float32", scale: Any = None,
@@ -292,7 +310,12 @@ class TFLiteBuilder:
         sg.name = "main"
         m = fb.ModelT()
         m.version = 3
-        m.operatorCodes, m.subgraphs, m.buffers = self.opcodes, [sg], buffers
+        subs = []
+        for b, ins, outs, name in self._subgraphs:
+            t = fb.SubGraphT()
+            t.tensors, t.operators, t.inputs, t.outputs, t.name = b.tensors, b.operators, ins, outs, name
+            subs.append(t)
+        m.operatorCodes, m.subgraphs, m.buffers = self.opcodes, [sg] + subs, buffers
         m.description = self.description
         return m
 

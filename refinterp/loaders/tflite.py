@@ -1,7 +1,8 @@
 """TFLite flatbuffer -> Graph.  The only module (with ``tflite_ops``) that imports ``tflite``.
 
-Reads subgraph 0: every tensor (name, shape, dtype, quantization, constant data), every operator
-(mapped to a canonical op by ``tflite_ops``).  Other subgraphs are ignored: no mapped op uses them.
+Reads every subgraph: every tensor (name, shape, dtype, quantization, constant data), every operator
+(mapped to a canonical op by ``tflite_ops``); subgraph 0 is the model, the others are CALL_ONCE
+initialisers and WHILE / IF bodies (``Graph.subgraphs``, linked into the nodes that call them).
 
 Naming: tensors keep their stored name; a name already taken by a lower-indexed tensor becomes
 ``<name>:<index>`` (``TensorInfo.source_name`` keeps the stored name).  A node is named after its
@@ -31,7 +32,7 @@ from ..ir import Graph, Node, QuantParams, TensorInfo
 from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
 from . import tflite_sparse
 from .tflite_ops import OpContext, convert, decode_options
-from .tflite_ops_index import detection_options
+from .tflite_ops_index import detection_options, link_subgraphs
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
            "BOOL": "bool", "INT16": "int16", "COMPLEX64": "complex64", "INT8": "int8", "FLOAT64": "float64",
@@ -91,6 +92,9 @@ class _Reader:
         main = self.subgraph(0, path)
         # other subgraphs (CALL_ONCE initialisers, WHILE / IF bodies), each with its own tensors
         main.subgraphs = {str(k): self.subgraph(k, path) for k in range(1, nsub)}
+        bad = link_subgraphs({0: main, **{int(k): g for k, g in main.subgraphs.items()}})
+        if bad:
+            raise self.fail(bad)
         main.metadata["subgraph_count"] = nsub
         return main
 

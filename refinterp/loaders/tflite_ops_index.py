@@ -31,7 +31,50 @@ INDEX_CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
     "WHERE": _plain("ArgWhere"),
     "SCATTER_ND": _plain("ScatterNdToShape"),
     "SPACE_TO_BATCH_ND": _plain("SpaceToBatchND"), "BATCH_TO_SPACE_ND": _plain("BatchToSpaceND"),
+    # control flow: the subgraph indices become Graph attributes once every subgraph is loaded
+    # (tflite.Reader.graph -> link_subgraphs)
+    "WHILE": lambda c: ("While", list(c.inputs), {"cond_subgraph": int(c.opt("cond_subgraph_index", -1)),
+                                                   "body_subgraph": int(c.opt("body_subgraph_index", -1))}),
+    "IF": lambda c: ("If", list(c.inputs), {"then_subgraph": int(c.opt("then_subgraph_index", -1)),
+                                             "else_subgraph": int(c.opt("else_subgraph_index", -1)),
+                                             "branch_inputs": 1}),
 }
+
+# canonical op -> ((index attribute, Graph attribute), ...)
+SUBGRAPH_ATTRS = {"While": (("cond_subgraph", "cond"), ("body_subgraph", "body")),
+                  "If": (("then_subgraph", "then_branch"), ("else_subgraph", "else_branch"))}
+
+
+def link_subgraphs(graphs: dict[int, "object"]) -> str | None:
+    """Replace WHILE / IF subgraph indices by the subgraphs themselves, in every graph; returns a
+    message for the first index that names no subgraph (or the main one), else None."""
+    for g in graphs.values():
+        for node in g.nodes:
+            for idx_key, graph_key in SUBGRAPH_ATTRS.get(node.op, ()):
+                if idx_key not in node.attrs:
+                    continue
+                k = node.attrs.pop(idx_key)
+                if k not in graphs or k == 0:
+                    return f"node '{node.name}' ({node.source_op or node.op}): {idx_key} index {k} names no subgraph"
+                node.attrs[graph_key] = graphs[k]
+    return _cycle(graphs)
+
+
+def _cycle(graphs: dict) -> str | None:
+    """A subgraph that (through WHILE / IF) contains itself would be prepared forever."""
+    def children(g):
+        return [v for n in g.nodes if n.op in SUBGRAPH_ATTRS for v in n.attrs.values() if hasattr(v, "nodes")]
+
+    for k, g in graphs.items():
+        seen, todo = set(), list(children(g))
+        while todo:
+            c = todo.pop()
+            if c is g:
+                return f"subgraph {k} ('{g.name}') calls itself through WHILE / IF"
+            if id(c) not in seen:
+                seen.add(id(c))
+                todo += children(c)
+    return None
 
 
 _DETECTION_KEYS = {"max_detections": int, "max_classes_per_detection": int, "detections_per_class": int,

@@ -138,7 +138,11 @@ def _is_float_node(node, graph) -> bool:
     ins, outs = live(node.inputs), live(node.outputs)
     if any(_is_quant_int(t) for t in ins + outs):
         return False
-    # integer in, integer out with no quantization (MatMulInteger, ConvInteger...): integer compute
+    # ONNX integer in, integer out with no quantization (MatMulInteger, ConvInteger...): the backend's
+    # integer kernels.  TFLite has no such ops: its non-quantized int32 / int64 arithmetic (shape
+    # computations, counters) is plain integer arithmetic, which the generic kernels compute.
+    if graph.format == "tflite":
+        return True
     return not (any(_is_int(t) for t in ins) and any(_is_int(t) for t in outs))
 
 

@@ -469,3 +469,51 @@ def m_scatter_nd(rng):
     idx = np.array([[4], [0], [2], [4]], np.int32)  # a duplicate index: the updates add up
     b.op("SCATTER_ND", [b.const("idx", idx), upd, b.const("shape", i32(5, 3))], [y])
     return b, [upd], [y], {"upd": f32(rng, 4, 3)}
+
+
+@case
+def m_while_loop(rng):
+    """WHILE (i < 5): i += 1, x = x * 1.5 + c; cond and body are subgraphs 1 and 2."""
+    b = TFLiteBuilder()
+    i0, x0 = b.tensor("i0", (), "int32"), b.tensor("x0", (2, 3))
+    i_out, x_out = b.tensor("i_out", (), "int32"), b.tensor("x_out", (2, 3))
+    cond = b.subgraph("cond")
+    ci, cx = cond.tensor("ci", (), "int32"), cond.tensor("cx", (2, 3))
+    go = cond.tensor("go", (), "bool")
+    cond.op("LESS", [ci, cond.const("five", np.array(5, np.int32))], [go])
+    body = b.subgraph("body")
+    bi, bx = body.tensor("bi", (), "int32"), body.tensor("bx", (2, 3))
+    ni, scaled, nx = body.tensor("ni", (), "int32"), body.tensor("scaled", (2, 3)), body.tensor("nx", (2, 3))
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [ni])
+    body.op("MUL", [bx, body.const("k", np.array(1.5, np.float32))], [scaled])
+    body.op("ADD", [scaled, body.const("c", f32(rng, 2, 3))], [nx])
+    ci_idx = b.set_io(cond, [ci, cx], [go])
+    bi_idx = b.set_io(body, [bi, bx], [ni, nx])
+    b.op("WHILE", [i0, x0], [i_out, x_out], {"cond_subgraph_index": ci_idx, "body_subgraph_index": bi_idx})
+    return b, [i0, x0], [i_out, x_out], {"i0": np.array(1, np.int32), "x0": f32(rng, 2, 3)}
+
+
+def if_case(flag_value: bool):
+    def build(rng):
+        return _if_model(rng, flag_value)
+    return build
+
+
+def _if_model(rng, flag_value: bool):
+    """IF on a runtime bool: then x + c, else x * c (subgraphs 1 and 2 take x and c as inputs)."""
+    b = TFLiteBuilder()
+    flag, x = b.tensor("flag", (), "bool"), b.tensor("x", (4,))
+    c = b.const("c", f32(rng, 4))
+    y = b.tensor("y", (4,))
+    subs = []
+    for op in ("ADD", "MUL"):
+        s = b.subgraph(op.lower())
+        sx, sc, sy = s.tensor("sx", (4,)), s.tensor("sc", (4,)), s.tensor("sy", (4,))
+        s.op(op, [sx, sc], [sy])
+        subs.append(b.set_io(s, [sx, sc], [sy]))
+    b.op("IF", [flag, x, c], [y], {"then_subgraph_index": subs[0], "else_subgraph_index": subs[1]})
+    return b, [flag, x], [y], {"flag": np.array(flag_value), "x": f32(rng, 4)}
+
+
+CASES["if_then"] = if_case(True)
+CASES["if_else"] = if_case(False)
