@@ -171,6 +171,13 @@ class Session:
         return self._run_checked(self.check_feeds(feeds), capture, hook, timing)
 
     def _run_checked(self, values, capture, hook, timing) -> dict[str, np.ndarray]:
+        variables = self.graph.metadata.get("variable_tensors") or {}
+        for var in variables:  # TFLite variable tensors: their value carried from the last run
+            if var not in values:
+                values[var] = self._state.tensors.get(var, None)
+                if values[var] is None:
+                    info = self.graph.tensors[var]
+                    values[var] = np.zeros([d or 0 for d in (info.shape or ())], np.dtype(info.dtype))
         keep_all = capture == "all"
         keep = set(self.graph.outputs) | (set() if capture in (None, "all") else set(capture))
         result: dict[str, np.ndarray] = {}
@@ -200,6 +207,9 @@ class Session:
                     result.pop(st.node.outputs[0], None)
                     if value is not None:
                         result[st.node.outputs[0]] = value.copy()
+        for var, update in variables.items():
+            if update and update in values:
+                self._state.tensors[var] = np.array(values[update])
         consts = self.graph.tensors
         missing = [o for o in self.graph.outputs if o not in result]
         for o in missing:  # outputs that are graph inputs or constants

@@ -31,10 +31,13 @@ STATE_OPS = ("VarHandle", "ReadVariable", "AssignVariable", "CallOnce")
 class SessionState:
     variables: dict[str, np.ndarray] = field(default_factory=dict)
     initialised: set[int] = field(default_factory=set)  # CALL_ONCE subgraphs already run
+    # TFLite variable tensors (LSTM states): zeros before the first run, then the last run's values
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.variables.clear()
         self.initialised.clear()
+        self.tensors.clear()
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ _OPTIONS_NAME = {
     "LOCAL_RESPONSE_NORMALIZATION": "LocalResponseNormalizationOptions",
     "SELECT_V2": "SelectV2Options", "SPLIT_V": "SplitVOptions", "TOPK_V2": "TopKV2Options",
     "BATCH_TO_SPACE_ND": "BatchToSpaceNDOptions", "SPACE_TO_BATCH_ND": "SpaceToBatchNDOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions", "LSTM": "LSTMOptions",
     "RFFT2D": "Rfft2dOptions", "GATHER_ND": "GatherNdOptions", "REVERSE_V2": "ReverseV2Options",
     "ADD_N": "AddNOptions", "ATAN2": "ATan2Options", "PRELU": None, "RELU": None, "RELU6": None,
     "RELU_N1_TO_1": None, "RELU_0_TO_1": None, "LOGISTIC": None, "TANH": None, "RSQRT": None,

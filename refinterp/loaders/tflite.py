@@ -107,6 +107,7 @@ class _Reader:
         tensors: dict[str, TensorInfo] = {}
         self.names: list[str] = []
         self.int4: list[str] = []
+        self.variables: list[str] = []
         for i in range(ntens):
             info = self.tensor(sg.Tensors(i), i, tensors)
             tensors[info.name] = info
@@ -119,6 +120,9 @@ class _Reader:
                                 "description": _str(m.Description()) or ""}
         if self.int4:
             meta["int4_tensors"] = list(self.int4)
+        if self.variables:
+            # variable tensor -> the node output holding its value after the run (runtime.py)
+            meta["variable_tensors"] = {v: _state_update(nodes, v) for v in self.variables}
         sigs = self.signatures() if index == 0 else {}
         if sigs:
             meta["signatures"] = sigs
@@ -178,6 +182,8 @@ class _Reader:
         if dtype == "int4":
             dtype = "int8"
             self.int4.append(name)
+        if t.IsVariable() and const is None:  # LSTM / SVDF state: zeros, then carried between runs
+            self.variables.append(name)
         layout = "NHWC" if len(shape) == 4 and const is None else None
         return TensorInfo(name=name, shape=dims, dtype=dtype, quant=quant,
                           const=const, layout=layout, source_name=src, index=i)
@@ -325,6 +331,10 @@ class _Reader:
             self.tensors[t.name] = t
         attrs = dict(attrs)
         attrs.setdefault("op_version", int(code.Version()))
+        for name, like in attrs.pop("_state_outputs", ()):  # LSTM final states (variable tensors)
+            t = self.tensors[like]
+            self.tensors[name] = TensorInfo(name, t.shape, t.dtype, quant=t.quant, source_name=name)
+            outs = list(outs) + [name]
         return Node(node_name, canon, new_ins, outs, attrs, source_op=source or bname, index=k)
 
 
@@ -344,3 +354,10 @@ def _str(b: Any) -> str:
     if b is None:
         return ""
     return b.decode("utf-8", errors="replace") if isinstance(b, (bytes, bytearray)) else str(b)
+
+
+def _state_update(nodes: list[Node], var: str) -> str | None:
+    """The output that carries variable tensor ``var``'s new value: the LSTM nodes the loader maps
+    expose their final states as extra outputs named ``<var>#next`` (None: nothing writes it)."""
+    want = f"{var}#next"
+    return want if any(want in n.outputs for n in nodes) else None

@@ -40,6 +40,20 @@ INDEX_CONVERTERS: dict[str, Callable[[OpContext], Result]] = {
                                              "branch_inputs": 1}),
 }
 
+def _lstm(ctx: OpContext) -> Result:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM: 24 inputs (absent optional ones ""); the output-state and
+    cell-state inputs (18, 19) are variable tensors, whose values after the run the node also
+    returns as ``<state>#next`` (runtime.py carries them to the next run)."""
+    ins = list(ctx.inputs) + [""] * (24 - len(ctx.inputs))
+    states = [(f"{ins[k]}#next", ins[k]) for k in (18, 19) if ins[k]]
+    return "UnidirectionalSequenceLSTM", ins, {
+        "cell_activation": ctx.activation(), "cell_clip": float(ctx.opt("cell_clip", 0.0)),
+        "proj_clip": float(ctx.opt("proj_clip", 0.0)), "time_major": bool(ctx.opt("time_major", False)),
+        "_state_outputs": states}
+
+
+INDEX_CONVERTERS["UNIDIRECTIONAL_SEQUENCE_LSTM"] = _lstm
+
 # canonical op -> ((index attribute, Graph attribute), ...)
 SUBGRAPH_ATTRS = {"While": (("cond_subgraph", "cond"), ("body_subgraph", "body")),
                   "If": (("then_subgraph", "then_branch"), ("else_subgraph", "else_branch"))}

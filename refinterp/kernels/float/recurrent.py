@@ -178,3 +178,87 @@ def _cell(op, plan, acts, xt, h, c, w, r, bias, peep, hid, dt):
 
 for _op in _GATES:
     kernel(_op, "float", prepare=_prepare)(_run)
+
+
+# -- TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (float) ----------------------------------------------------
+# Inputs (absent optional ones None): 0 x [B, T, I] ([T, B, I] with time_major); 1-4 input weights
+# (input, forget, cell, output gates; input absent = CIFG) [C, I]; 5-8 recurrent weights [C, O];
+# 9-11 peepholes (input, forget, output) [C]; 12-15 gate biases [C]; 16 projection [O, C] and 17 its
+# bias; 18 output state [B, O]; 19 cell state [B, C]; 20-23 layer-norm coefficients [C].
+# Per step, LiteRT lstm_eval.cc (LstmStepFloat), in float32:
+#   gate = bias + W x + R h (+ peephole * c);  with layer norm: gate = norm(W x + R h + p*c) * ln + bias
+#   i = sigmoid(gate_i) (CIFG: i = 1 - f); f = sigmoid(gate_f); g = act(gate_g)
+#   c = f * c + i * g, clipped to +-cell_clip when cell_clip > 0
+#   o = sigmoid(gate_o + peephole_o * c_new);  m = o * act(c)
+#   h = proj_bias + W_proj m, clipped to +-proj_clip when proj_clip > 0 (no projection: h = m)
+# Outputs: every step's h [B, T, O], then the final h and c (the variable tensors' new values).
+
+_CELL_ACTS = {None: lambda x: x, "NONE": lambda x: x, "TANH": np.tanh, "RELU": lambda x: np.maximum(x, 0),
+              "RELU6": lambda x: np.clip(x, 0, 6), "RELU_N1_TO_1": lambda x: np.clip(x, -1, 1),
+              "SIGN_BIT": lambda x: np.signbit(x).astype(x.dtype)}
+
+
+def _prepare_tfl_lstm(node, ctx) -> dict:
+    act = node.attrs.get("cell_activation", "TANH")
+    if act not in _CELL_ACTS:
+        raise InputError(f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM): unknown activation {act}")
+    return {"act": _CELL_ACTS[act], "cell_clip": float(node.attrs.get("cell_clip", 0.0)),
+            "proj_clip": float(node.attrs.get("proj_clip", 0.0)),
+            "time_major": bool(node.attrs.get("time_major", False)),
+            "where": f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)"}
+
+
+def _sigmoid32(x):
+    return (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
+
+
+def _layer_norm(v, coef, bias):
+    """MeanStddevNormalization per batch row (variance + 1e-8), then * coef + bias."""
+    mean = v.mean(axis=1, keepdims=True, dtype=np.float32)
+    var = ((v - mean) ** 2).mean(axis=1, keepdims=True, dtype=np.float32)
+    return ((v - mean) / np.sqrt(var + np.float32(1e-8))) * coef + bias
+
+
+@kernel("UnidirectionalSequenceLSTM", "float", prepare=_prepare_tfl_lstm)
+def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, b_i, b_f, b_c, b_o,
+                proj_w, proj_b, h0, c0, ln_i=None, ln_f=None, ln_c=None, ln_o=None):
+    x = np.asarray(x, np.float32)
+    seq = x if plan["time_major"] else np.swapaxes(x, 0, 1)  # [T, B, I]
+    n_t, batch = seq.shape[0], seq.shape[1]
+    n_cell = w_f.shape[0]
+    n_out = proj_w.shape[0] if proj_w is not None else n_cell
+    h = np.zeros((batch, n_out), np.float32) if h0 is None else np.array(h0, np.float32).reshape(batch, n_out)
+    c = np.zeros((batch, n_cell), np.float32) if c0 is None else np.array(c0, np.float32).reshape(batch, n_cell)
+    cifg = w_i is None
+    act = plan["act"]
+
+    def gate(w, r, p, b, ln, cell):
+        pre = seq_t @ np.asarray(w, np.float32).T + h @ np.asarray(r, np.float32).T
+        if p is not None:
+            pre = pre + np.asarray(p, np.float32) * cell
+        bias = np.zeros(n_cell, np.float32) if b is None else np.asarray(b, np.float32)
+        if ln is not None:
+            return _layer_norm(pre.astype(np.float32), np.asarray(ln, np.float32), bias)
+        return (pre + bias).astype(np.float32)
+
+    outs = []
+    for t in range(n_t):
+        seq_t = seq[t]
+        f = _sigmoid32(gate(w_f, r_f, p_f, b_f, ln_f, c))
+        i = (np.float32(1) - f) if cifg else _sigmoid32(gate(w_i, r_i, p_i, b_i, ln_i, c))
+        g = act(gate(w_c, r_c, None, b_c, ln_c, c)).astype(np.float32)
+        c = (f * c + i * g).astype(np.float32)
+        if plan["cell_clip"] > 0:
+            c = np.clip(c, -plan["cell_clip"], plan["cell_clip"]).astype(np.float32)
+        o = _sigmoid32(gate(w_o, r_o, p_o, b_o, ln_o, c))
+        m = (o * act(c)).astype(np.float32)
+        if proj_w is not None:
+            m = m @ np.asarray(proj_w, np.float32).T + (0 if proj_b is None else np.asarray(proj_b, np.float32))
+            if plan["proj_clip"] > 0:
+                m = np.clip(m, -plan["proj_clip"], plan["proj_clip"])
+        h = m.astype(np.float32)
+        outs.append(h)
+    y = np.stack(outs) if outs else np.zeros((0, batch, n_out), np.float32)
+    if not plan["time_major"]:
+        y = np.swapaxes(y, 0, 1)
+    return np.ascontiguousarray(y), h, c
