@@ -99,6 +99,8 @@ def convert_qop(n: Node, ctx: BuildContext) -> Node | None:
         return None
     if spec.out is None:
         return _concat(n, ctx)
+    if spec.op in ("Conv", "MatMul") and spec.bias in (None, 8) and _runtime_params(n, ctx, spec):
+        return _runtime(n, ctx, spec)
     data_qps = []
     for k, (v, s, z) in enumerate(spec.data):
         name = _inp(n, v)
@@ -140,6 +142,24 @@ def convert_qop(n: Node, ctx: BuildContext) -> Node | None:
     if spec.op == "Gemm":
         n.attrs["beta"] = 1.0
     _fill_shape(n, ctx)
+    return n
+
+
+def _runtime_params(n: Node, ctx: BuildContext, spec: QSpec) -> bool:
+    """Some scale or zero point of a QLinearConv / QLinearMatMul is not a constant."""
+    idx = [i for v, s, z in spec.data for i in (s, z)] + list(spec.out)
+    return any(_inp(n, i) and ctx.const(_inp(n, i)) is None for i in idx)
+
+
+def _runtime(n: Node, ctx: BuildContext, spec: QSpec) -> Node:
+    """Keep the node with its original inputs (``QLinearConvRuntime`` / ``QLinearMatMulRuntime``,
+    kernels/onnxruntime/qlinear_runtime.py): the parameters are read at run time."""
+    out = n.outputs[0]
+    z = _inp(n, spec.out[1])
+    dt = ctx.dtype(z, "") if z else ""
+    dt = dt or ctx.dtype(out, "") or ctx.dtype(_inp(n, spec.data[0][0]), "uint8")
+    ctx.ensure(out, dt).dtype = dt
+    n.op = spec.op.replace("Conv", "QLinearConvRuntime").replace("MatMul", "QLinearMatMulRuntime")
     return n
 
 

@@ -27,7 +27,8 @@ ReduceSum QuantizeLinear DequantizeLinear Identity Split Gelu LayerNormalization
 Neg Cast Shape Constant Expand Where Tile Mean Elu Selu Softplus InstanceNormalization LRN ArgMax Reciprocal
 Floor Ceil Round Sum If Loop Scan DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
 ConstantOfShape Range NonZero EyeLike OneHot GatherElements GatherND ScatterElements ScatterND Trilu TopK
-Compress ReverseSequence CumSum Hardmax MeanVarianceNormalization LSTM GRU RNN""".split())
+Compress ReverseSequence CumSum Hardmax MeanVarianceNormalization LSTM GRU RNN QLinearConv QLinearMatMul
+ConvInteger MatMulInteger DynamicQuantizeLinear""".split())
 
 UNMODELLED_TYPES = {
     TensorProto.BFLOAT16: "bfloat16 tensors are not modelled",
