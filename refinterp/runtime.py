@@ -210,6 +210,8 @@ class Session:
         for var, update in variables.items():
             if update and update in values:
                 self._state.tensors[var] = np.array(values[update])
+                if keep_all or var in keep:  # a variable tensor shows its value after the run, as in LiteRT
+                    result[var] = self._state.tensors[var].copy()
         consts = self.graph.tensors
         missing = [o for o in self.graph.outputs if o not in result]
         for o in missing:  # outputs that are graph inputs or constants

@@ -202,6 +202,11 @@ class _Reader:
         axis = None
         if scale.size > 1:
             axis = int(q.QuantizedDimension())
+            if len(shape) == 1 and shape[0] == scale.size:
+                # a 1-D tensor (a bias) can only be quantized along its one axis; older converters copied
+                # the filter's quantized_dimension (3 for depthwise) into it.  TFLite Micro runs such
+                # models (tflite-micro's person_detect); LiteRT 2.3 refuses them when it loads them
+                axis = 0
             if not 0 <= axis < len(shape) or shape[axis] != scale.size:
                 raise self.fail(f"tensor '{name}': {scale.size} per-channel scales do not match quantized "
                                 f"dimension {axis} of shape {list(shape)}")
