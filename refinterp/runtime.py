@@ -175,9 +175,10 @@ class Session:
         for var in variables:  # TFLite variable tensors: their value carried from the last run
             if var not in values:
                 values[var] = self._state.tensors.get(var, None)
-                if values[var] is None:
+                if values[var] is None:  # LiteRT / TFLM reset a quantized variable to its zero point
                     info = self.graph.tensors[var]
-                    values[var] = np.zeros([d or 0 for d in (info.shape or ())], np.dtype(info.dtype))
+                    zp = int(info.quant.zero_point.ravel()[0]) if info.quant is not None else 0
+                    values[var] = np.full([d or 0 for d in (info.shape or ())], zp, np.dtype(info.dtype))
         keep_all = capture == "all"
         keep = set(self.graph.outputs) | (set() if capture in (None, "all") else set(capture))
         result: dict[str, np.ndarray] = {}

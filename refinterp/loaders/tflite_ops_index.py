@@ -54,6 +54,17 @@ def _lstm(ctx: OpContext) -> Result:
 
 INDEX_CONVERTERS["UNIDIRECTIONAL_SEQUENCE_LSTM"] = _lstm
 
+
+def _svdf(ctx: OpContext) -> Result:
+    """SVDF: input 4 is the activation-state variable tensor; its new value is ``<state>#next``."""
+    ins = list(ctx.inputs)
+    states = [(f"{ins[4]}#next", ins[4])] if len(ins) > 4 and ins[4] else []
+    return "SVDF", ins, {"rank": int(ctx.opt("rank", 1)), "svdf_activation": ctx.activation(),
+                         "_state_outputs": states}
+
+
+INDEX_CONVERTERS["SVDF"] = _svdf
+
 # canonical op -> ((index attribute, Graph attribute), ...)
 SUBGRAPH_ATTRS = {"While": (("cond_subgraph", "cond"), ("body_subgraph", "body")),
                   "If": (("then_subgraph", "then_branch"), ("else_subgraph", "else_branch"))}

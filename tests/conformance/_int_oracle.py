@@ -75,7 +75,12 @@ def _names(model: bytes) -> list[str]:
 
     m = fb.Model.GetRootAs(model, 0)
     sg = m.Subgraphs(0)
-    return [sg.Tensors(i).Name().decode() for i in range(sg.TensorsLength())]
+    out, seen = [], set()
+    for i in range(sg.TensorsLength()):  # refinterp's naming: "tensor:<i>" if nameless, "<name>:<i>" if repeated
+        name = (sg.Tensors(i).Name() or b"").decode()
+        out.append(f"{name or 'tensor'}:{i}" if (not name or name in seen) else name)
+        seen.add(name)
+    return out
 
 
 def _run_ref(model: bytes, feeds: dict) -> dict[str, np.ndarray]:

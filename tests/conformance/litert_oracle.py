@@ -94,7 +94,8 @@ def _keys(details: list[dict]) -> dict[int, str]:
     keys: dict[int, str] = {}
     for d in sorted(details, key=lambda d: d["index"]):
         name = d["name"]
-        keys[d["index"]] = name if name not in seen else f"{name}:{d['index']}"
+        # refinterp's loader: a nameless tensor is "tensor:<index>", a repeated name "<name>:<index>"
+        keys[d["index"]] = f"{name or 'tensor'}:{d['index']}" if (not name or name in seen) else name
         seen.add(name)
     return keys
 

@@ -21,9 +21,12 @@ _F = np.float32
 def prepare_quantize(node, ctx):
     """float32 -> int: clamp(int32(roundf(x / (float)s)) + zp); the float->int32 conversion of an
     out-of-range or NaN value gives INT32_MIN (x86 cvttss2si) and the zero point add wraps.
-    int -> int: clamp(MBQM(q - zx, QuantizeMultiplier(double(sx)/double(so))) + zo)."""
+    int -> int: clamp(MBQM(q - zx, QuantizeMultiplier(double(sx)/double(so))) + zo) (int32 outputs:
+    the int32 range, |MBQM| < 2^31 for 16-bit inputs)."""
     out = ctx.outputs[0]
-    odt = check_dtype(out, node, ("int8", "uint8", "int16"))
+    # int32 outputs: LiteRT requantizes int16 -> int32 (keyword-spotting models end with one)
+    int_in = ctx.inputs[0].dtype != "float32"
+    odt = check_dtype(out, node, ("int8", "uint8", "int16", "int32") if int_in else ("int8", "uint8", "int16"))
     if out.quant is None or out.quant.scale.size != 1:
         raise UnsupportedOpError(f"{where(node)}: per-channel QUANTIZE output is not supported")
     so, zo = qparams(out, node, "output")
