@@ -1,0 +1,105 @@
+"""Float ONNX Runtime contrib ops (domain com.microsoft) that ORT's transformer optimizer and
+exporters emit, with the semantics of ORT's CPU kernels (float32; equal to ORT to float rounding):
+
+* ``FusedMatMul(A, B)``: alpha * op(A) @ op(B), op = transpose of the last two axes when transA /
+  transB (transBatchA / transBatchB are refused);
+* ``Gelu(X)`` = X * (1 + erf(X / sqrt 2)) / 2; ``BiasGelu(A, B)`` = Gelu(A + B);
+  ``FastGelu(X, bias?)``: the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of x + bias;
+  ``QuickGelu(X)`` = X * sigmoid(alpha X) (alpha 1.702);
+* ``SkipLayerNormalization(input, skip, gamma, beta?, bias?)``: s = input + skip (+ bias), then
+  layer normalization over the last axis with epsilon; outputs (y, mean, inv_std_var, s);
+  ``SkipSimplifiedLayerNormalization(input, skip, gamma, bias?)``: s as above, then RMS
+  normalization y = s / sqrt(mean(s^2) + epsilon) * gamma; outputs (y, mean (unused: 0),
+  inv_std_var, s).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from ..float.elementwise import erf as float_erf
+from ..registry import kernel
+
+F32 = np.float32
+MS = "com.microsoft."
+
+
+def _attrs(node, ctx) -> dict:
+    p = dict(node.attrs)
+    p["where"] = f"node '{node.name}' ({node.op})"
+    if node.op == MS + "FusedMatMul" and (int(p.get("transBatchA", 0)) or int(p.get("transBatchB", 0))):
+        raise UnsupportedOpError(f"{p['where']}: transBatchA / transBatchB are not supported")
+    return p
+
+
+def _t(x, flag):
+    return np.swapaxes(x, -1, -2) if flag and x.ndim >= 2 else x
+
+
+@kernel(MS + "FusedMatMul", "float", prepare=_attrs)
+def fused_matmul(p, a, b):
+    y = np.matmul(_t(a, int(p.get("transA", 0))), _t(b, int(p.get("transB", 0))))
+    alpha = float(p.get("alpha", 1.0))
+    return (y * F32(alpha) if alpha != 1.0 else y).astype(a.dtype, copy=False)
+
+
+def _gelu(x):
+    """x (1 + erf(x / sqrt 2)) / 2 in float64 (libm erf), rounded once to x's dtype."""
+    x64 = np.asarray(x).astype(np.float64)
+    return (0.5 * x64 * (1.0 + float_erf(x64 / math.sqrt(2.0)))).astype(np.asarray(x).dtype)
+
+
+@kernel(MS + "Gelu", "float", prepare=_attrs)
+def gelu(p, x):
+    return _gelu(np.asarray(x))
+
+
+@kernel(MS + "BiasGelu", "float", prepare=_attrs)
+def bias_gelu(p, a, b):
+    return _gelu((np.asarray(a) + np.asarray(b)).astype(np.asarray(a).dtype))
+
+
+@kernel(MS + "FastGelu", "float", prepare=_attrs)
+def fast_gelu(p, x, bias=None):
+    v = np.asarray(x) if bias is None else np.asarray(x) + np.asarray(bias)
+    v64 = v.astype(np.float64)
+    y = 0.5 * v64 * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v64 + 0.044715 * v64 ** 3)))
+    return y.astype(v.dtype)
+
+
+@kernel(MS + "QuickGelu", "float", prepare=_attrs)
+def quick_gelu(p, x):
+    x = np.asarray(x)
+    alpha = float(p.get("alpha", 1.702))
+    return (x / (1.0 + np.exp(-alpha * x.astype(np.float64)))).astype(x.dtype)
+
+
+def _skip_sum(x, skip, bias):
+    s = np.asarray(x, np.float32) + np.asarray(skip, np.float32)
+    return s if bias is None else s + np.asarray(bias, np.float32)
+
+
+@kernel(MS + "SkipLayerNormalization", "float", prepare=_attrs)
+def skip_layer_norm(p, x, skip, gamma, beta=None, bias=None):
+    s = _skip_sum(x, skip, bias)
+    eps = float(p.get("epsilon", 1e-12))
+    s64 = s.astype(np.float64)
+    mean = s64.mean(axis=-1, keepdims=True)
+    var = (s64 * s64).mean(axis=-1, keepdims=True) - mean * mean
+    inv = 1.0 / np.sqrt(var + eps)
+    y = (s64 - mean) * inv * np.asarray(gamma, np.float64)
+    if beta is not None:
+        y = y + np.asarray(beta, np.float64)
+    return y.astype(F32), mean.astype(F32), inv.astype(F32), s
+
+
+@kernel(MS + "SkipSimplifiedLayerNormalization", "float", prepare=_attrs)
+def skip_simplified_layer_norm(p, x, skip, gamma, bias=None):
+    s = _skip_sum(x, skip, bias)
+    eps = float(p.get("epsilon", 1e-12))
+    s64 = s.astype(np.float64)
+    inv = 1.0 / np.sqrt((s64 * s64).mean(axis=-1, keepdims=True) + eps)
+    y = s64 * inv * np.asarray(gamma, np.float64)
+    return y.astype(F32), np.zeros_like(inv, F32), inv.astype(F32), s
