@@ -55,6 +55,22 @@ def _lstm(ctx: OpContext) -> Result:
 INDEX_CONVERTERS["UNIDIRECTIONAL_SEQUENCE_LSTM"] = _lstm
 
 
+def _bilstm(ctx: OpContext) -> Result:
+    """BIDIRECTIONAL_SEQUENCE_LSTM: 48 inputs; states 35-38 are variable tensors (``<state>#next``
+    outputs after the one or two sequence outputs)."""
+    ins = list(ctx.inputs) + [""] * (48 - len(ctx.inputs))
+    states = [(f"{ins[k]}#next", ins[k]) for k in (35, 36, 37, 38) if ins[k]]
+    if len(states) != 4:
+        states = []  # the kernel returns all four: without all of them, none is carried
+    return "BidirectionalSequenceLSTM", ins, {
+        "cell_activation": ctx.activation(), "cell_clip": float(ctx.opt("cell_clip", 0.0)),
+        "proj_clip": float(ctx.opt("proj_clip", 0.0)), "time_major": bool(ctx.opt("time_major", True)),
+        "merge_outputs": bool(ctx.opt("merge_outputs", False)), "_state_outputs": states}
+
+
+INDEX_CONVERTERS["BIDIRECTIONAL_SEQUENCE_LSTM"] = _bilstm
+
+
 def _svdf(ctx: OpContext) -> Result:
     """SVDF: input 4 is the activation-state variable tensor; its new value is ``<state>#next``."""
     ins = list(ctx.inputs)

@@ -262,3 +262,35 @@ def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, 
     if not plan["time_major"]:
         y = np.swapaxes(y, 0, 1)
     return np.ascontiguousarray(y), h, c
+
+
+# -- TFLite BIDIRECTIONAL_SEQUENCE_LSTM (float) -----------------------------------------------------
+# Inputs: 0 x; 1-17 the forward LSTM's weights / peepholes / biases / projection (as inputs 1-17 of
+# the unidirectional op); 18-34 the backward one's; 35, 36 forward output / cell state; 37, 38
+# backward ones (variable tensors); 39-47 the auxiliary input and its weights (refused).  The
+# backward LSTM reads the sequence from its end; its output at step t is the one for input step t.
+# Outputs: forward [.., O_fw] and backward [.., O_bw], or one [.., O_fw + O_bw] with merge_outputs;
+# then the four final states (the variable tensors' new values).
+
+def _prepare_bilstm(node, ctx) -> dict:
+    p = _prepare_tfl_lstm(node, ctx)
+    ins = node.inputs
+    if any(len(ins) > k and ins[k] for k in range(39, 48)):
+        raise InputError(f"node '{node.name}' (BIDIRECTIONAL_SEQUENCE_LSTM): the auxiliary input is not supported")
+    p["merge"] = bool(node.attrs.get("merge_outputs", False))
+    return p
+
+
+@kernel("BidirectionalSequenceLSTM", "float", prepare=_prepare_bilstm)
+def tflite_bilstm(plan, x, *rest):
+    args = list(rest) + [None] * (47 - len(rest))
+    fw_w, bw_w = args[0:17], args[17:34]
+    fw_h, fw_c, bw_h, bw_c = args[34], args[35], args[36], args[37]
+    tm = plan["time_major"]
+    y_fw, h_fw, c_fw = tflite_lstm(plan, x, *fw_w, fw_h, fw_c)
+    t_axis = 0 if tm else 1
+    y_bw, h_bw, c_bw = tflite_lstm(plan, np.flip(np.asarray(x), axis=t_axis), *bw_w, bw_h, bw_c)
+    y_bw = np.ascontiguousarray(np.flip(y_bw, axis=t_axis))
+    if plan["merge"]:
+        return (np.concatenate([y_fw, y_bw], axis=-1), h_fw, c_fw, h_bw, c_bw)
+    return (y_fw, y_bw, h_fw, c_fw, h_bw, c_bw)
