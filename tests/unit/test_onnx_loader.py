@@ -130,7 +130,7 @@ def test_names_constants_shapes_and_unknown_ops():
 
 
 # -- QOperator -------------------------------------------------------------------------------
-def _qop_model(scale_as_input: bool = False):
+def _qop_model(scale_as_input: bool | str = False):
     rng = np.random.default_rng(0)
     init = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in [
         ("xs", 0.05, np.float32), ("xz", 128, np.uint8),
@@ -140,8 +140,9 @@ def _qop_model(scale_as_input: bool = False):
         ("dw", rng.integers(-20, 20, (4, 1, 3, 3)), np.int8), ("dws", 0.02, np.float32), ("dwz", 0, np.int8),
         ("ds", 0.08, np.float32), ("dz", 125, np.uint8), ("as", 0.2, np.float32), ("az", 100, np.uint8),
         ("ss", 1 / 256, np.float32), ("sz", 0, np.uint8)]]
-    if scale_as_input:
-        init = [t for t in init if t.name != "xs"]
+    fed = "xs" if scale_as_input is True else scale_as_input  # the scale fed as a graph input
+    if fed:
+        init = [t for t in init if t.name != fed]
     nodes = [
         helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "cs", "cz", "b"], ["c"],
                          pads=[1, 1, 1, 1]),
@@ -151,7 +152,7 @@ def _qop_model(scale_as_input: bool = False):
                          domain="com.microsoft"),
         helper.make_node("QLinearSigmoid", ["a", "as", "az", "ss", "sz"], ["y"], domain="com.microsoft"),
     ]
-    inputs = [_vi("x", [1, 3, 6, 6], TensorProto.UINT8)] + ([_vi("xs", [])] if scale_as_input else [])
+    inputs = [_vi("x", [1, 3, 6, 6], TensorProto.UINT8)] + ([_vi(fed, [])] if fed else [])
     return _model(nodes, inputs, [_vi("y", [1, 4, 6, 6], TensorProto.UINT8)], init, opset=13,
                   domains=["com.microsoft"])
 
@@ -175,8 +176,12 @@ def test_qoperator_ops_become_float_ops_with_quant_params():
 
 
 def test_qoperator_scale_must_be_constant():
-    with pytest.raises(ModelError, match="'xs' must be a constant"):
-        load_onnx_model(_qop_model(scale_as_input=True))
+    """QLinearConv / QLinearMatMul read run-time scales themselves (``*Runtime`` ops); the other
+    QOperator ops need constant ones to turn into quantized tensors."""
+    g = load_onnx_model(_qop_model(scale_as_input="xs"))
+    assert g.nodes[0].op == "QLinearConvRuntime" and g.nodes[1].op == "DepthwiseConv"
+    with pytest.raises(ModelError, match="'as' must be a constant"):
+        load_onnx_model(_qop_model(scale_as_input="as"))
 
 
 # -- opset normalisation ---------------------------------------------------------------------
