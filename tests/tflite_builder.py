@@ -193,7 +193,7 @@ class TFLiteBuilder:
         if dtype == "int4":
             data = _pack_int4(arr)
         else:
-            arr = np.ascontiguousarray(arr.astype(np.dtype(dtype)))
+            arr = np.array(arr, dtype=np.dtype(dtype), order="C")  # keeps rank 0 (ascontiguousarray would not)
             data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
         idx = self.tensor(name, arr.shape if shape is None else shape, dtype, scale, zero_point, axis)
         buf = fb.BufferT()

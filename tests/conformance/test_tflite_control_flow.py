@@ -108,3 +108,38 @@ def test_int32_arithmetic_runs_under_integer_schemes(backend):
     out = run_cases([_int32_arith()], backend)
     out.assert_exact(f"int32 ADD / MUL / SUB vs {backend}")
     assert out.tensors >= 5
+
+
+def _dynamic_flatten() -> tuple[bytes, dict]:
+    """The Keras converters' flatten on an unknown batch: SHAPE -> STRIDED_SLICE (shrink, the same
+    constant as end and strides) -> PACK with a scalar constant -> RESHAPE, on int8."""
+    b = TFLiteBuilder()
+    x = b.tensor("x", (1, 2, 2, 3), "int8", *Q, shape_signature=(-1, 2, 2, 3))
+    sh, bs, ps = b.tensor("shape", (4,), "int32"), b.tensor("bs", (), "int32"), b.tensor("packed", (2,), "int32")
+    b.op("SHAPE", [x], [sh], {"out_type": "int32"})
+    one = b.const("one", np.array([1], np.int32))
+    b.op("STRIDED_SLICE", [sh, b.const("zero", np.array([0], np.int32)), one, one], [bs], {"shrink_axis_mask": 1})
+    b.op("PACK", [bs, b.const("minus_one", np.array(-1, np.int32))], [ps], {"axis": 0})
+    y = b.tensor("y", (1, 12), "int8", *Q, shape_signature=(-1, 12))
+    b.op("RESHAPE", [x, ps], [y])
+    return b.build([x], [y]), {"x": rand_q(np.random.default_rng(2), (1, 2, 2, 3), "int8")}
+
+
+@pytest.mark.parametrize("backend", ["ref", "xnnpack", "tflm"])
+def test_dynamic_batch_flatten_matches_oracle(backend, tmp_path):
+    """Batch 1 against the runtime, every tensor; then batch 3 through the same model (the batch
+    comes from SHAPE at run time) equals three batch-1 runs."""
+    import refinterp
+
+    if backend == "tflm":
+        pytest.importorskip("tflite_micro")
+    model, feeds = _dynamic_flatten()
+    out = run_cases([Case("dynamic-flatten", "RESHAPE", model, feeds)], backend)
+    out.assert_exact(f"dynamic-batch flatten vs {backend}")
+    p = tmp_path / "m.tflite"
+    p.write_bytes(model)
+    sess = refinterp.Session(refinterp.load(str(p)), "tflite-reference")
+    x3 = rand_q(np.random.default_rng(3), (3, 2, 2, 3), "int8")
+    y3 = sess.run({"x": x3})["y"]
+    assert y3.shape == (3, 12)
+    assert np.array_equal(y3, np.concatenate([sess.run({"x": x3[i:i + 1]})["y"] for i in range(3)]))
