@@ -1,5 +1,5 @@
-"""ONNX NonMaxSuppression and Einsum (float; the detection heads and attention blocks exporters
-emit).
+"""ONNX NonMaxSuppression, RoiAlign and Einsum (float; the detection heads and attention blocks
+exporters emit).
 
 NonMaxSuppression (the spec; ONNX Runtime and onnx.reference compute it the same way): per batch
 and class, candidates are the boxes whose score is > score_threshold (all boxes when that input is
@@ -108,3 +108,79 @@ def einsum(plan, *xs):
     except ValueError as e:
         raise InputError(f"{plan['where']}: {e}") from None
     return np.asarray(y).astype(np.result_type(*xs), copy=False)
+
+
+# -- RoiAlign ---------------------------------------------------------------------------------------
+# ONNX RoiAlign as ONNX Runtime (and onnx.reference) compute it, float32 arithmetic: per roi
+# (x1, y1, x2, y2) * spatial_scale (- 0.5 with half_pixel; without it sizes are at least 1), bins of
+# size/output, a grid of sampling_ratio (0: ceil(bin size)) points per bin at (k + 0.5) / grid; a
+# point outside [-1, H] x [-1, W] contributes weight 0; inside, it is clamped at 0 and bilinearly
+# interpolated (at the last row / column the four taps collapse).  avg: the mean over the grid of
+# the interpolated values; max: the max over the grid of max(w_k * v_k) over the four taps (ORT's
+# definition, not the max of interpolated values).
+
+def _prepare_roi(node, ctx) -> dict:
+    a = node.attrs
+    mode = str(a.get("mode", "avg"))
+    ctm = str(a.get("coordinate_transformation_mode", "half_pixel"))
+    if mode not in ("avg", "max") or ctm not in ("half_pixel", "output_half_pixel"):
+        raise InputError(f"node '{node.name}' (RoiAlign): mode '{mode}', coordinate_transformation_mode '{ctm}'")
+    return {"mode": mode, "half_pixel": ctm == "half_pixel", "oh": int(a.get("output_height", 1)),
+            "ow": int(a.get("output_width", 1)), "ratio": int(a.get("sampling_ratio", 0)),
+            "scale": F32(a.get("spatial_scale", 1.0)), "where": f"node '{node.name}' (RoiAlign)"}
+
+
+def _axis_samples(start, bin_size, n_out: int, grid: int, size: int):
+    """Per output cell and grid point along one axis: (low, high, l weight, valid) arrays."""
+    k = np.arange(n_out, dtype=F32)[:, None]
+    g = np.arange(grid, dtype=F32)[None, :]
+    pos = (start + k * bin_size + (g + F32(0.5)) * bin_size / F32(grid)).astype(F32)  # [n_out, grid]
+    valid = (pos >= -1.0) & (pos <= size)
+    pos = np.maximum(pos, F32(0))
+    low = pos.astype(np.int64)
+    last = low >= size - 1
+    low = np.where(last, size - 1, low)
+    high = np.where(last, size - 1, low + 1)
+    pos = np.where(last, low.astype(F32), pos)
+    return low, high, (pos - low.astype(F32)).astype(F32), valid
+
+
+@kernel("RoiAlign", "float", prepare=_prepare_roi)
+def roi_align(plan, x, rois, batch_indices):
+    x = np.asarray(x, F32)
+    rois = np.asarray(rois, F32)
+    bidx = np.asarray(batch_indices).astype(np.int64)
+    n, c, h, w = x.shape
+    oh, ow = plan["oh"], plan["ow"]
+    out = np.zeros((rois.shape[0], c, oh, ow), F32)
+    off = F32(0.5) if plan["half_pixel"] else F32(0)
+    for r in range(rois.shape[0]):
+        if not 0 <= bidx[r] < n:
+            raise InputError(f"{plan['where']}: batch index {bidx[r]} outside [0, {n})")
+        x1, y1, x2, y2 = (rois[r] * plan["scale"] - off).astype(F32)
+        rw, rh = F32(x2 - x1), F32(y2 - y1)
+        if not plan["half_pixel"]:
+            rw, rh = max(rw, F32(1)), max(rh, F32(1))
+        bh, bw = F32(rh / F32(oh)), F32(rw / F32(ow))
+        gh = plan["ratio"] if plan["ratio"] > 0 else int(np.ceil(rh / F32(oh)))
+        gw = plan["ratio"] if plan["ratio"] > 0 else int(np.ceil(rw / F32(ow)))
+        count = F32(max(gh * gw, 1))
+        ylo, yhi, ly, yv = _axis_samples(y1, bh, oh, gh, h)
+        xlo, xhi, lx, xv = _axis_samples(x1, bw, ow, gw, w)
+        hy, hx = F32(1) - ly, F32(1) - lx
+        # [oh, gh, ow, gw] weights, zero where the point is outside
+        valid = yv[:, :, None, None] & xv[None, None, :, :]
+        wts = [np.where(valid, (a[:, :, None, None] * b[None, None, :, :]).astype(F32), F32(0))
+               for a, b in ((hy, hx), (hy, lx), (ly, hx), (ly, lx))]
+        fm = x[bidx[r]]  # [C, H, W]
+        taps = [fm[:, yi[:, :, None, None], xi[None, None, :, :]] for yi, xi in
+                ((ylo, xlo), (ylo, xhi), (yhi, xlo), (yhi, xhi))]  # each [C, oh, gh, ow, gw]
+        taps = [np.where(valid, t, F32(0)) for t in taps]
+        prods = [(wk * t).astype(F32) for wk, t in zip(wts, taps)]
+        if plan["mode"] == "avg":
+            val = ((prods[0] + prods[1]) + prods[2]) + prods[3]
+            out[r] = (val.sum(axis=(2, 4), dtype=F32) / count).astype(F32)
+        else:
+            val = np.maximum(np.maximum(prods[0], prods[1]), np.maximum(prods[2], prods[3]))
+            out[r] = val.max(axis=(2, 4)) if gh * gw else 0
+    return out
