@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refinterp.errors import InputError
+from refinterp.errors import InputError, UnsupportedOpError
 from ..int.shape import BOTH
 from ..registry import kernel
 
@@ -184,3 +184,117 @@ def roi_align(plan, x, rois, batch_indices):
             val = np.maximum(np.maximum(prods[0], prods[1]), np.maximum(prods[2], prods[3]))
             out[r] = val.max(axis=(2, 4)) if gh * gw else 0
     return out
+
+
+# -- GridSample -------------------------------------------------------------------------------------
+# ONNX GridSample (opset 16 names bilinear / bicubic, 20 linear / cubic; any number of spatial
+# dims): grid [N, *out, k] holds normalized coordinates in [-1, 1], last axis (x, y, ...) i.e. the
+# data axes reversed.  Denormalized: align_corners (n + 1) / 2 (D - 1), else ((n + 1) D - 1) / 2.
+# nearest rounds half to even first.  A coordinate beyond the border ([-0.5, D - 0.5], with
+# align_corners [0, D - 1]) is clamped to [0, D - 1] (border) or reflected (reflection); then the
+# taps (linear 2, cubic 4 with Keys alpha -0.75) read the data with the padding rule (zeros: 0
+# outside; border: clamped index; reflection: the reflected index).  float32 values; the taps are
+# combined as a tensor product (the reference nests 1-D interpolations: equal to float rounding).
+
+def _prepare_grid(node, ctx) -> dict:
+    a = node.attrs
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(str(a.get("mode", "linear")), str(a.get("mode", "linear")))
+    pad = str(a.get("padding_mode", "zeros"))
+    if mode not in ("linear", "nearest", "cubic") or pad not in ("zeros", "border", "reflection"):
+        raise InputError(f"node '{node.name}' (GridSample): mode '{mode}', padding_mode '{pad}'")
+    return {"mode": mode, "pad": pad, "align": bool(int(a.get("align_corners", 0)))}
+
+
+def _reflect(x, lo, hi):
+    rng = hi - lo
+    below, above = x < lo, x > hi
+    dx = np.where(below, lo - x, np.where(above, x - hi, 0))
+    n = np.floor(dx / rng) if rng > 0 else np.zeros_like(dx)
+    r = dx - n * rng
+    even = (n % 2) == 0
+    low_side = np.where(even, lo + r, hi - r)
+    high_side = np.where(even, hi - r, lo + r)
+    return np.where(below, low_side, np.where(above, high_side, x))
+
+
+def _cubic_coeffs(t):
+    a = -0.75
+    t1, t2, t3 = t + 1, 1 - t, 2 - t
+    return [((a * t1 - 5 * a) * t1 + 8 * a) * t1 - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+            ((a + 2) * t2 - (a + 3)) * t2 * t2 + 1, ((a * t3 - 5 * a) * t3 + 8 * a) * t3 - 4 * a]
+
+
+@kernel("GridSample", "float", prepare=_prepare_grid)
+def grid_sample(plan, x, grid):
+    x = np.asarray(x)
+    grid = np.asarray(grid)
+    dt = x.dtype
+    dims = x.shape[2:]
+    nd = len(dims)
+    out_sp = grid.shape[1:-1]
+    y = np.zeros(x.shape[:2] + out_sp, dt)
+    if y.size == 0:
+        return y
+    for b in range(x.shape[0]):
+        taps_per_dim = []  # per data dim: list of (index array, weight array, inside mask)
+        for d in range(nd):
+            size = dims[d]
+            n = grid[b, ..., nd - 1 - d].astype(np.float32)
+            c = ((n + 1) / np.float32(2) * np.float32(size - 1) if plan["align"]
+                 else ((n + 1) * np.float32(size) - 1) / np.float32(2)).astype(np.float32)
+            lo, hi = (0.0, size - 1.0) if plan["align"] else (-0.5, size - 0.5)
+            if plan["mode"] == "nearest":
+                c = np.rint(c)
+            out_of = (c < lo) | (c > hi)
+            if plan["pad"] == "border" and not (plan["mode"] == "cubic" and plan.get("ort")):
+                c = np.where(out_of, np.clip(c, 0, size - 1), c)
+            elif plan["pad"] == "reflection":
+                c = np.where(out_of, _reflect(c, lo, hi), c)
+            if plan["mode"] == "nearest":
+                idx = [c.astype(np.int64)]
+                wts = [np.ones_like(c)]
+            else:
+                f = np.floor(c)
+                t = (c - f).astype(np.float32)
+                f = f.astype(np.int64)
+                if plan["mode"] == "linear":
+                    idx, wts = [f, f + 1], [1 - t, t]
+                else:
+                    idx, wts = [f - 1, f, f + 1, f + 2], _cubic_coeffs(t)
+            resolved = []
+            for i, w in zip(idx, wts):
+                if plan["pad"] == "zeros":
+                    inside = (i >= 0) & (i < size)
+                    resolved.append((np.clip(i, 0, size - 1), w, inside))
+                elif plan["pad"] == "border":
+                    resolved.append((np.clip(i, 0, size - 1), w, None))
+                else:
+                    ri = _reflect(i.astype(np.float64), lo, hi).astype(np.int64)
+                    resolved.append((np.clip(ri, 0, size - 1), w, None))
+            taps_per_dim.append(resolved)
+        acc = np.zeros((x.shape[1],) + out_sp, np.float64)
+        for combo in np.ndindex(*[len(t) for t in taps_per_dim]):
+            index = tuple(taps_per_dim[d][k][0] for d, k in enumerate(combo))
+            weight = np.ones(out_sp, np.float64)
+            mask = np.ones(out_sp, bool)
+            for d, k in enumerate(combo):
+                _, w, inside = taps_per_dim[d][k]
+                weight = weight * w
+                if inside is not None:
+                    mask &= inside
+            vals = x[b][(slice(None),) + index]  # [C, *out]
+            acc += np.where(mask, vals * weight, 0)
+        y[b] = acc.astype(dt)
+    return y
+
+
+def _prepare_grid_ort(node, ctx) -> dict:
+    """ONNX Runtime's GridSample: as the spec except bicubic with border padding, where ORT does not
+    clamp the out-of-range coordinate (only the taps are clamped; measured against ORT 1.32)."""
+    first = ctx.inputs[0] if ctx.inputs else None
+    if first is not None and first.quant is not None:
+        raise UnsupportedOpError(f"node '{node.name}' (GridSample): quantized input (ORT has float GridSample only)")
+    return {**_prepare_grid(node, ctx), "ort": True}
+
+
+kernel("GridSample", "ort_float", prepare=_prepare_grid_ort)(grid_sample)
