@@ -1,4 +1,4 @@
-"""Float ONNX Runtime contrib ops (domain com.microsoft) that ORT's transformer optimizer and
+"""ONNX Runtime contrib ops (domain com.microsoft) that ORT's transformer optimizer, quantizer and
 exporters emit, with the semantics of ORT's CPU kernels (float32; equal to ORT to float rounding):
 
 * ``FusedMatMul(A, B)``: alpha * op(A) @ op(B), op = transpose of the last two axes when transA /
@@ -103,3 +103,32 @@ def skip_simplified_layer_norm(p, x, skip, gamma, bias=None):
     inv = 1.0 / np.sqrt((s64 * s64).mean(axis=-1, keepdims=True) + eps)
     y = s64 * inv * np.asarray(gamma, np.float64)
     return y.astype(F32), np.zeros_like(inv, F32), inv.astype(F32), s
+
+
+# -- com.microsoft.DynamicQuantizeMatMul ------------------------------------------------------------
+# Y = float32 (A quantized per tensor to uint8 as DynamicQuantizeLinear (ORT form)) x (B int8 / uint8
+# with b_scale, b_zero_point per tensor or per column):
+#   acc[m, n] = sum_k (qa[m, k] - za) (B[k, n] - zb[n])                (int32, exact)
+#   Y[m, n]   = f32(acc) * f32(a_scale * b_scale[n]) (+ bias[n])        (float32)
+
+def _prepare_dqmm(node, ctx) -> dict:
+    p = _attrs(node, ctx)
+    b = ctx.inputs[1] if len(ctx.inputs) > 1 else None
+    if b is None or b.dtype not in ("int8", "uint8"):
+        raise UnsupportedOpError(f"{p['where']}: B must be int8 or uint8")
+    return p
+
+
+@kernel(MS + "DynamicQuantizeMatMul", "float", prepare=_prepare_dqmm, raw_inputs=True)
+def dynamic_quantize_matmul(p, a, b, b_scale, b_zp=None, bias=None):
+    from .quantize import dql_ort
+
+    qa, sa, za = dql_ort(None, np.asarray(a, F32))
+    bi = np.asarray(b).astype(np.int64)
+    zb = 0 if b_zp is None else np.asarray(b_zp).astype(np.int64)
+    acc = np.matmul(qa.astype(np.int64) - int(za), bi - zb)
+    scale = (F32(sa) * np.asarray(b_scale, F32)).astype(F32)
+    y = (acc.astype(F32) * scale).astype(F32)
+    if bias is not None:
+        y = (y + np.asarray(bias, F32)).astype(F32)
+    return y
