@@ -29,6 +29,8 @@ the kernel leaves them (0 in a fresh tensor) in the fast form.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import InputError
@@ -37,17 +39,31 @@ from ..registry import kernel
 F32 = np.float32
 
 
-def _prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class DetectionPlan:
+    where: str
+    max_detections: int
+    max_classes_per_detection: int
+    detections_per_class: int
+    use_regular_nms: bool
+    score_threshold: np.float32
+    iou_threshold: np.float32
+    num_classes: int
+    scales: tuple[float, float, float, float]  # y, x, h, w: float32 options widened to double
+
+
+def _prepare(node, ctx) -> DetectionPlan:
     a = node.attrs
-    return {"where": f"node '{node.name}' ({node.source_op or node.op})",
-            "max_detections": int(a.get("max_detections", 0)),
-            "max_classes_per_detection": int(a.get("max_classes_per_detection", 1)),
-            "detections_per_class": int(a.get("detections_per_class", 100)),
-            "use_regular_nms": bool(a.get("use_regular_nms", False)),
-            "score_threshold": F32(a.get("nms_score_threshold", 0.0)),
-            "iou_threshold": F32(a.get("nms_iou_threshold", 0.0)),
-            "num_classes": int(a.get("num_classes", 0)),
-            "scales": [float(F32(a.get(k, 1.0))) for k in ("y_scale", "x_scale", "h_scale", "w_scale")]}
+    return DetectionPlan(
+        where=f"node '{node.name}' ({node.source_op or node.op})",
+        max_detections=int(a.get("max_detections", 0)),
+        max_classes_per_detection=int(a.get("max_classes_per_detection", 1)),
+        detections_per_class=int(a.get("detections_per_class", 100)),
+        use_regular_nms=bool(a.get("use_regular_nms", False)),
+        score_threshold=F32(a.get("nms_score_threshold", 0.0)),
+        iou_threshold=F32(a.get("nms_iou_threshold", 0.0)),
+        num_classes=int(a.get("num_classes", 0)),
+        scales=tuple(float(F32(a.get(k, 1.0))) for k in ("y_scale", "x_scale", "h_scale", "w_scale")))
 
 
 def decode(enc: np.ndarray, anchors: np.ndarray, scales: list[float]) -> np.ndarray:
@@ -76,7 +92,7 @@ def _iou(boxes: np.ndarray, i: int, js: np.ndarray) -> np.ndarray:
 
 def _nms(boxes: np.ndarray, scores: np.ndarray, plan: dict, max_out: int) -> list[int]:
     """Indices (into ``scores``) selected by single-class NMS, best first."""
-    keep = np.flatnonzero(scores >= plan["score_threshold"])
+    keep = np.flatnonzero(scores >= plan.score_threshold)
     order = keep[np.argsort(-scores[keep], kind="stable")]
     active = np.ones(order.size, bool)
     selected: list[int] = []
@@ -89,7 +105,7 @@ def _nms(boxes: np.ndarray, scores: np.ndarray, plan: dict, max_out: int) -> lis
         active[i] = False
         rest = np.flatnonzero(active[i + 1:]) + i + 1
         if rest.size:
-            drop = _iou(boxes, int(order[i]), order[rest]) > plan["iou_threshold"]
+            drop = _iou(boxes, int(order[i]), order[rest]) > plan.iou_threshold
             active[rest[drop]] = False
     return selected
 
@@ -148,22 +164,22 @@ def detection_postprocess(plan, box_encodings, class_predictions, anchors):
     enc = np.asarray(box_encodings, F32)
     scores = np.asarray(class_predictions, F32)
     if enc.ndim != 3 or scores.ndim != 3 or enc.shape[0] != 1 or scores.shape[:2] != enc.shape[:2]:
-        raise InputError(f"{plan['where']}: box encodings {list(enc.shape)} and class predictions "
+        raise InputError(f"{plan.where}: box encodings {list(enc.shape)} and class predictions "
                          f"{list(scores.shape)} must be [1, boxes, 4+] and [1, boxes, classes]")
-    boxes = decode(enc[0], np.asarray(anchors, F32), plan["scales"])
+    boxes = decode(enc[0], np.asarray(anchors, F32), plan.scales)
     if np.any(boxes[:, 0] > boxes[:, 2]) or np.any(boxes[:, 1] > boxes[:, 3]):
-        raise InputError(f"{plan['where']}: a decoded box has ymin > ymax or xmin > xmax (LiteRT fails the node)")
-    n_cls, with_bg = plan["num_classes"], scores.shape[2]
+        raise InputError(f"{plan.where}: a decoded box has ymin > ymax or xmin > xmax (LiteRT fails the node)")
+    n_cls, with_bg = plan.num_classes, scores.shape[2]
     offset = with_bg - n_cls
     if not 0 <= offset <= 1:
-        raise InputError(f"{plan['where']}: {with_bg} score columns for {n_cls} classes")
+        raise InputError(f"{plan.where}: {with_bg} score columns for {n_cls} classes")
     s = scores[0][:, offset:offset + n_cls]
-    max_det, per_det = plan["max_detections"], plan["max_classes_per_detection"]
+    max_det, per_det = plan.max_detections, plan.max_classes_per_detection
     n_out = max_det * per_det
     out_boxes = np.zeros((1, n_out, 4), F32)
     out_cls = np.zeros((1, n_out), F32)
     out_scores = np.zeros((1, n_out), F32)
-    if plan["use_regular_nms"]:
+    if plan.use_regular_nms:
         count = _regular(plan, boxes, s, max_det, out_boxes, out_cls, out_scores)
     else:
         count = _fast(plan, boxes, s, out_boxes, out_cls, out_scores)
@@ -171,11 +187,11 @@ def detection_postprocess(plan, box_encodings, class_predictions, anchors):
 
 
 def _fast(plan, boxes, s, out_boxes, out_cls, out_scores) -> int:
-    per_det = plan["max_classes_per_detection"]
+    per_det = plan.max_classes_per_detection
     k = min(per_det, s.shape[1])
     top = [_partial_sort(row, k) for row in s]
     best = np.array([s[r, top[r][0]] for r in range(s.shape[0])], F32)
-    selected = _nms(boxes, best, plan, plan["max_detections"])
+    selected = _nms(boxes, best, plan, plan.max_detections)
     for n, a in enumerate(selected):
         for col in range(k):
             j = per_det * n + col
@@ -189,7 +205,7 @@ def _regular(plan, boxes, s, max_det, out_boxes, out_cls, out_scores) -> int:
     """Per class NMS (at most min(detections_per_class, max_detections) picks), each class's picks
     merged stably into the running list (the running entries first among equal scores, as
     ``std::inplace_merge``), which is then cut to ``max_detections``."""
-    per_class = min(plan["detections_per_class"], max_det)
+    per_class = min(plan.detections_per_class, max_det)
     run: list[tuple[float, int, int]] = []  # (score, anchor, class), best first
     for c in range(s.shape[1]):
         picked = [(float(s[a, c]), a, c) for a in _nms(boxes, s[:, c], plan, per_class)]

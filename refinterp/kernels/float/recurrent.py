@@ -24,6 +24,9 @@ call, so results match a reference to float rounding, not bit for bit).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Callable
+
 import numpy as np
 
 from refinterp.errors import InputError
@@ -65,7 +68,31 @@ _AB_DEFAULTS = {"affine": (1.0, 0.0), "leakyrelu": (0.01, None), "thresholdedrel
                 "scaledtanh": (1.0, 1.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0, None)}
 
 
-def _prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class RnnPlan:
+    op: str  # RNN | GRU | LSTM
+    where: str
+    direction: str
+    n_dir: int
+    acts: tuple  # per direction, the activation functions (f, g, h as the op uses them)
+    clip: float | None
+    hidden: int | None
+    layout: int
+    input_forget: int
+    linear_before_reset: int
+
+
+@dataclass(frozen=True)
+class TflLstmPlan:
+    act: Callable
+    cell_clip: float
+    proj_clip: float
+    time_major: bool
+    where: str
+    merge: bool = False  # BIDIRECTIONAL_SEQUENCE_LSTM merge_outputs
+
+
+def _prepare(node, ctx) -> RnnPlan:
     a = node.attrs
     where = f"node '{node.name}' ({node.op})"
     direction = str(a.get("direction", "forward"))
@@ -91,41 +118,38 @@ def _prepare(node, ctx) -> dict:
         if fn is None:
             raise InputError(f"{where}: unknown activation '{name}'")
         acts.append(fn)
-    return {"op": node.op, "where": where, "direction": direction, "n_dir": n_dir,
-            "acts": [acts[d * per_dir:(d + 1) * per_dir] for d in range(n_dir)],
-            "clip": None if a.get("clip") is None else float(a["clip"]),
-            "hidden": a.get("hidden_size"), "layout": int(a.get("layout", 0)),
-            "input_forget": int(a.get("input_forget", 0)),
-            "linear_before_reset": int(a.get("linear_before_reset", 0))}
+    return RnnPlan(node.op, where, direction, n_dir, tuple(acts[d * per_dir:(d + 1) * per_dir] for d in range(n_dir)),
+                   None if a.get("clip") is None else float(a["clip"]), a.get("hidden_size"),
+                   int(a.get("layout", 0)), int(a.get("input_forget", 0)), int(a.get("linear_before_reset", 0)))
 
 
 def _run(plan, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
-    op, g = plan["op"], _GATES[plan["op"]]
+    op, g = plan.op, _GATES[plan.op]
     x = np.asarray(x)
     dt = x.dtype
-    if plan["layout"]:
+    if plan.layout:
         x = np.swapaxes(x, 0, 1)
     t_len, batch = x.shape[0], x.shape[1]
     hid = w.shape[1] // g
-    if plan["hidden"] is not None and int(plan["hidden"]) != hid:
-        raise InputError(f"{plan['where']}: hidden_size {plan['hidden']} but W has {w.shape[1]} rows for {g} gates")
-    n_dir = plan["n_dir"]
+    if plan.hidden is not None and int(plan.hidden) != hid:
+        raise InputError(f"{plan.where}: hidden_size {plan['hidden']} but W has {w.shape[1]} rows for {g} gates")
+    n_dir = plan.n_dir
     lens = np.full(batch, t_len, np.int64) if seq_lens is None else np.asarray(seq_lens).astype(np.int64)
     if np.any(lens < 0) or np.any(lens > t_len):
-        raise InputError(f"{plan['where']}: sequence_lens {lens.tolist()} outside [0, {t_len}]")
-    if plan["layout"]:
+        raise InputError(f"{plan.where}: sequence_lens {lens.tolist()} outside [0, {t_len}]")
+    if plan.layout:
         h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
         c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
     y = np.zeros((t_len, n_dir, batch, hid), dt)
     y_h = np.zeros((n_dir, batch, hid), dt)
     y_c = np.zeros((n_dir, batch, hid), dt)
     for d in range(n_dir):
-        reverse = plan["direction"] == "reverse" or d == 1
+        reverse = plan.direction == "reverse" or d == 1
         bias = np.zeros(2 * g * hid, dt) if b is None else np.asarray(b[d], dt)
         h = np.zeros((batch, hid), dt) if h0 is None else np.array(h0[d], dt)
         c = np.zeros((batch, hid), dt) if c0 is None else np.array(c0[d], dt)
         peep = np.zeros(3 * hid, dt) if p is None else np.asarray(p[d], dt)
-        acts = plan["acts"][d]
+        acts = plan.acts[d]
         for step in range(t_len):
             active = step < lens  # [B]: rows still inside their sequence
             t_idx = np.where(reverse, lens - 1 - step, step)
@@ -138,14 +162,14 @@ def _run(plan, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
             for bb in np.flatnonzero(active):
                 y[t_idx[bb], d, bb] = h[bb]
         y_h[d], y_c[d] = h, c
-    if plan["layout"]:
+    if plan.layout:
         y = np.transpose(y, (2, 0, 1, 3))
         y_h, y_c = np.swapaxes(y_h, 0, 1), np.swapaxes(y_c, 0, 1)
     return (y, y_h, y_c) if op == "LSTM" else (y, y_h)
 
 
 def _clip(plan, v):
-    c = plan["clip"]
+    c = plan.clip
     return v if c is None else np.clip(v, -c, c)
 
 
@@ -160,7 +184,7 @@ def _cell(op, plan, acts, xt, h, c, w, r, bias, peep, hid, dt):
         z = acts[0](_clip(plan, z_r[:, :hid]))
         rr = acts[0](_clip(plan, z_r[:, hid:]))
         rh, rbh = r[2 * hid:], rb[2 * hid:]
-        if plan["linear_before_reset"]:
+        if plan.linear_before_reset:
             pre = xw[:, 2 * hid:] + rr * (h @ rh.T + rbh)
         else:
             pre = xw[:, 2 * hid:] + (rr * h) @ rh.T + rbh
@@ -169,7 +193,7 @@ def _cell(op, plan, acts, xt, h, c, w, r, bias, peep, hid, dt):
     gates = xw + h @ r.T + rb  # i, o, f, c
     pi, po, pf = peep[:hid], peep[hid:2 * hid], peep[2 * hid:]
     i = acts[0](_clip(plan, gates[:, :hid] + pi * c))
-    f = 1 - i if plan["input_forget"] else acts[0](_clip(plan, gates[:, 2 * hid:3 * hid] + pf * c))
+    f = 1 - i if plan.input_forget else acts[0](_clip(plan, gates[:, 2 * hid:3 * hid] + pf * c))
     cc = acts[1](_clip(plan, gates[:, 3 * hid:]))
     c_new = f * c + i * cc
     o = acts[0](_clip(plan, gates[:, hid:2 * hid] + po * c_new))
@@ -198,14 +222,13 @@ _CELL_ACTS = {None: lambda x: x, "NONE": lambda x: x, "TANH": np.tanh, "RELU": l
               "SIGN_BIT": lambda x: np.signbit(x).astype(x.dtype)}
 
 
-def _prepare_tfl_lstm(node, ctx) -> dict:
+def _prepare_tfl_lstm(node, ctx) -> TflLstmPlan:
     act = node.attrs.get("cell_activation", "TANH")
     if act not in _CELL_ACTS:
         raise InputError(f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM): unknown activation {act}")
-    return {"act": _CELL_ACTS[act], "cell_clip": float(node.attrs.get("cell_clip", 0.0)),
-            "proj_clip": float(node.attrs.get("proj_clip", 0.0)),
-            "time_major": bool(node.attrs.get("time_major", False)),
-            "where": f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)"}
+    return TflLstmPlan(_CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
+                       float(node.attrs.get("proj_clip", 0.0)), bool(node.attrs.get("time_major", False)),
+                       f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)")
 
 
 def _sigmoid32(x):
@@ -223,14 +246,14 @@ def _layer_norm(v, coef, bias):
 def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, b_i, b_f, b_c, b_o,
                 proj_w, proj_b, h0, c0, ln_i=None, ln_f=None, ln_c=None, ln_o=None):
     x = np.asarray(x, np.float32)
-    seq = x if plan["time_major"] else np.swapaxes(x, 0, 1)  # [T, B, I]
+    seq = x if plan.time_major else np.swapaxes(x, 0, 1)  # [T, B, I]
     n_t, batch = seq.shape[0], seq.shape[1]
     n_cell = w_f.shape[0]
     n_out = proj_w.shape[0] if proj_w is not None else n_cell
     h = np.zeros((batch, n_out), np.float32) if h0 is None else np.array(h0, np.float32).reshape(batch, n_out)
     c = np.zeros((batch, n_cell), np.float32) if c0 is None else np.array(c0, np.float32).reshape(batch, n_cell)
     cifg = w_i is None
-    act = plan["act"]
+    act = plan.act
 
     def gate(w, r, p, b, ln, cell):
         pre = seq_t @ np.asarray(w, np.float32).T + h @ np.asarray(r, np.float32).T
@@ -248,18 +271,18 @@ def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, 
         i = (np.float32(1) - f) if cifg else _sigmoid32(gate(w_i, r_i, p_i, b_i, ln_i, c))
         g = act(gate(w_c, r_c, None, b_c, ln_c, c)).astype(np.float32)
         c = (f * c + i * g).astype(np.float32)
-        if plan["cell_clip"] > 0:
-            c = np.clip(c, -plan["cell_clip"], plan["cell_clip"]).astype(np.float32)
+        if plan.cell_clip > 0:
+            c = np.clip(c, -plan.cell_clip, plan.cell_clip).astype(np.float32)
         o = _sigmoid32(gate(w_o, r_o, p_o, b_o, ln_o, c))
         m = (o * act(c)).astype(np.float32)
         if proj_w is not None:
             m = m @ np.asarray(proj_w, np.float32).T + (0 if proj_b is None else np.asarray(proj_b, np.float32))
-            if plan["proj_clip"] > 0:
-                m = np.clip(m, -plan["proj_clip"], plan["proj_clip"])
+            if plan.proj_clip > 0:
+                m = np.clip(m, -plan.proj_clip, plan.proj_clip)
         h = m.astype(np.float32)
         outs.append(h)
     y = np.stack(outs) if outs else np.zeros((0, batch, n_out), np.float32)
-    if not plan["time_major"]:
+    if not plan.time_major:
         y = np.swapaxes(y, 0, 1)
     return np.ascontiguousarray(y), h, c
 
@@ -272,13 +295,13 @@ def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, 
 # Outputs: forward [.., O_fw] and backward [.., O_bw], or one [.., O_fw + O_bw] with merge_outputs;
 # then the four final states (the variable tensors' new values).
 
-def _prepare_bilstm(node, ctx) -> dict:
+def _prepare_bilstm(node, ctx) -> TflLstmPlan:
     p = _prepare_tfl_lstm(node, ctx)
     ins = node.inputs
     if any(len(ins) > k and ins[k] for k in range(39, 48)):
         raise InputError(f"node '{node.name}' (BIDIRECTIONAL_SEQUENCE_LSTM): the auxiliary input is not supported")
-    p["merge"] = bool(node.attrs.get("merge_outputs", False))
-    return p
+    return replace(p, merge=bool(node.attrs.get("merge_outputs", False)),
+                   where=f"node '{node.name}' (BIDIRECTIONAL_SEQUENCE_LSTM)")
 
 
 @kernel("BidirectionalSequenceLSTM", "float", prepare=_prepare_bilstm)
@@ -286,11 +309,11 @@ def tflite_bilstm(plan, x, *rest):
     args = list(rest) + [None] * (47 - len(rest))
     fw_w, bw_w = args[0:17], args[17:34]
     fw_h, fw_c, bw_h, bw_c = args[34], args[35], args[36], args[37]
-    tm = plan["time_major"]
+    tm = plan.time_major
     y_fw, h_fw, c_fw = tflite_lstm(plan, x, *fw_w, fw_h, fw_c)
     t_axis = 0 if tm else 1
     y_bw, h_bw, c_bw = tflite_lstm(plan, np.flip(np.asarray(x), axis=t_axis), *bw_w, bw_h, bw_c)
     y_bw = np.ascontiguousarray(np.flip(y_bw, axis=t_axis))
-    if plan["merge"]:
+    if plan.merge:
         return (np.concatenate([y_fw, y_bw], axis=-1), h_fw, c_fw, h_bw, c_bw)
     return (y_fw, y_bw, h_fw, c_fw, h_bw, c_bw)

@@ -4,6 +4,9 @@ x Wf^T, then y = act(bias + sum over rank of sum_m Wt[f, m] S[b, f, m]).  float3
 (equal to LiteRT to float rounding)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from refinterp.errors import InputError
@@ -14,11 +17,17 @@ _ACTS = {None: lambda v: v, "NONE": lambda v: v, "RELU": lambda v: np.maximum(v,
          "SIGN_BIT": lambda v: np.signbit(v).astype(v.dtype)}
 
 
-def _prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class SvdfPlan:
+    rank: int
+    act: Callable
+
+
+def _prepare(node, ctx) -> SvdfPlan:
     act = node.attrs.get("svdf_activation")
     if act not in _ACTS:
         raise InputError(f"node '{node.name}' (SVDF): unknown activation {act}")
-    return {"rank": int(node.attrs.get("rank", 1)), "act": _ACTS[act]}
+    return SvdfPlan(int(node.attrs.get("rank", 1)), _ACTS[act])
 
 
 @kernel("SVDF", "float", prepare=_prepare)
@@ -30,7 +39,7 @@ def svdf_float(p, x, wf, wt, b=None, state=None):
         np.asarray(state, np.float32).reshape(n_batch, n_filter, n_mem)
     s = np.concatenate([s[:, :, 1:], (x @ wf.T)[:, :, None]], axis=2).astype(np.float32)
     t = (s * wt[None]).sum(axis=2, dtype=np.float32)
-    y = t.reshape(n_batch, -1, p["rank"]).sum(axis=2, dtype=np.float32)
+    y = t.reshape(n_batch, -1, p.rank).sum(axis=2, dtype=np.float32)
     if b is not None:
         y = y + np.asarray(b, np.float32)
-    return p["act"](y).astype(np.float32), s.reshape(n_batch, -1)
+    return p.act(y).astype(np.float32), s.reshape(n_batch, -1)

@@ -15,6 +15,8 @@ reference to float rounding, not bit for bit).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
@@ -24,11 +26,42 @@ from ..registry import kernel
 F32 = np.float32
 
 
-def _prepare_nms(node, ctx) -> dict:
+@dataclass(frozen=True)
+class NmsPlan:
+    center: int  # center_point_box
+    where: str
+
+
+@dataclass(frozen=True)
+class EinsumPlan:
+    equation: str
+    where: str
+
+
+@dataclass(frozen=True)
+class RoiAlignPlan:
+    mode: str
+    half_pixel: bool
+    oh: int
+    ow: int
+    ratio: int
+    scale: np.float32
+    where: str
+
+
+@dataclass(frozen=True)
+class GridSamplePlan:
+    mode: str  # linear | nearest | cubic
+    pad: str  # zeros | border | reflection
+    align: bool
+    ort: bool = False  # ONNX Runtime's bicubic + border (taps clamped, not the coordinate)
+
+
+def _prepare_nms(node, ctx) -> NmsPlan:
     cpb = int(node.attrs.get("center_point_box", 0))
     if cpb not in (0, 1):
         raise InputError(f"node '{node.name}' (NonMaxSuppression): center_point_box must be 0 or 1, got {cpb}")
-    return {"center": cpb, "where": f"node '{node.name}' (NonMaxSuppression)"}
+    return NmsPlan(cpb, f"node '{node.name}' (NonMaxSuppression)")
 
 
 def _extent(b, center: int):
@@ -70,7 +103,7 @@ def non_max_suppression(plan, boxes, scores, max_out=None, iou=None, score_thres
     scores = np.asarray(scores, F32)
     if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3 or scores.shape[0] != boxes.shape[0] \
             or scores.shape[2] != boxes.shape[1]:
-        raise InputError(f"{plan['where']}: boxes {list(boxes.shape)} and scores {list(scores.shape)} must be "
+        raise InputError(f"{plan.where}: boxes {list(boxes.shape)} and scores {list(scores.shape)} must be "
                          f"[batch, boxes, 4] and [batch, classes, boxes]")
     limit = max(_scalar(max_out, 0, int), 0)
     iou_t = _scalar(iou, F32(0), F32)
@@ -87,26 +120,25 @@ def non_max_suppression(plan, boxes, scores, max_out=None, iou=None, score_thres
             for k in order:
                 if len(chosen) >= limit:
                     break
-                if not any(_suppress(bx[k], bx[j], plan["center"], iou_t) for j in chosen):
+                if not any(_suppress(bx[k], bx[j], plan.center, iou_t) for j in chosen):
                     chosen.append(int(k))
                     rows.append((bi, ci, int(k)))
     return np.array(rows, np.int64).reshape(-1, 3)
 
 
-def _prepare_einsum(node, ctx) -> dict:
+def _prepare_einsum(node, ctx) -> EinsumPlan:
     eq = node.attrs.get("equation")
     if not isinstance(eq, (str, bytes)) or not eq:
         raise InputError(f"node '{node.name}' (Einsum): missing 'equation'")
-    return {"equation": (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", ""),
-            "where": f"node '{node.name}' (Einsum)"}
+    return EinsumPlan((eq.decode() if isinstance(eq, bytes) else eq).replace(" ", ""), f"node '{node.name}' (Einsum)")
 
 
 @kernel("Einsum", BOTH, prepare=_prepare_einsum)
 def einsum(plan, *xs):
     try:
-        y = np.einsum(plan["equation"], *[np.asarray(x) for x in xs])
+        y = np.einsum(plan.equation, *[np.asarray(x) for x in xs])
     except ValueError as e:
-        raise InputError(f"{plan['where']}: {e}") from None
+        raise InputError(f"{plan.where}: {e}") from None
     return np.asarray(y).astype(np.result_type(*xs), copy=False)
 
 
@@ -119,15 +151,15 @@ def einsum(plan, *xs):
 # the interpolated values; max: the max over the grid of max(w_k * v_k) over the four taps (ORT's
 # definition, not the max of interpolated values).
 
-def _prepare_roi(node, ctx) -> dict:
+def _prepare_roi(node, ctx) -> RoiAlignPlan:
     a = node.attrs
     mode = str(a.get("mode", "avg"))
     ctm = str(a.get("coordinate_transformation_mode", "half_pixel"))
     if mode not in ("avg", "max") or ctm not in ("half_pixel", "output_half_pixel"):
         raise InputError(f"node '{node.name}' (RoiAlign): mode '{mode}', coordinate_transformation_mode '{ctm}'")
-    return {"mode": mode, "half_pixel": ctm == "half_pixel", "oh": int(a.get("output_height", 1)),
-            "ow": int(a.get("output_width", 1)), "ratio": int(a.get("sampling_ratio", 0)),
-            "scale": F32(a.get("spatial_scale", 1.0)), "where": f"node '{node.name}' (RoiAlign)"}
+    return RoiAlignPlan(mode, ctm == "half_pixel", int(a.get("output_height", 1)), int(a.get("output_width", 1)),
+                        int(a.get("sampling_ratio", 0)), F32(a.get("spatial_scale", 1.0)),
+                        f"node '{node.name}' (RoiAlign)")
 
 
 def _axis_samples(start, bin_size, n_out: int, grid: int, size: int):
@@ -151,19 +183,19 @@ def roi_align(plan, x, rois, batch_indices):
     rois = np.asarray(rois, F32)
     bidx = np.asarray(batch_indices).astype(np.int64)
     n, c, h, w = x.shape
-    oh, ow = plan["oh"], plan["ow"]
+    oh, ow = plan.oh, plan.ow
     out = np.zeros((rois.shape[0], c, oh, ow), F32)
-    off = F32(0.5) if plan["half_pixel"] else F32(0)
+    off = F32(0.5) if plan.half_pixel else F32(0)
     for r in range(rois.shape[0]):
         if not 0 <= bidx[r] < n:
-            raise InputError(f"{plan['where']}: batch index {bidx[r]} outside [0, {n})")
-        x1, y1, x2, y2 = (rois[r] * plan["scale"] - off).astype(F32)
+            raise InputError(f"{plan.where}: batch index {bidx[r]} outside [0, {n})")
+        x1, y1, x2, y2 = (rois[r] * plan.scale - off).astype(F32)
         rw, rh = F32(x2 - x1), F32(y2 - y1)
-        if not plan["half_pixel"]:
+        if not plan.half_pixel:
             rw, rh = max(rw, F32(1)), max(rh, F32(1))
         bh, bw = F32(rh / F32(oh)), F32(rw / F32(ow))
-        gh = plan["ratio"] if plan["ratio"] > 0 else int(np.ceil(rh / F32(oh)))
-        gw = plan["ratio"] if plan["ratio"] > 0 else int(np.ceil(rw / F32(ow)))
+        gh = plan.ratio if plan.ratio > 0 else int(np.ceil(rh / F32(oh)))
+        gw = plan.ratio if plan.ratio > 0 else int(np.ceil(rw / F32(ow)))
         count = F32(max(gh * gw, 1))
         ylo, yhi, ly, yv = _axis_samples(y1, bh, oh, gh, h)
         xlo, xhi, lx, xv = _axis_samples(x1, bw, ow, gw, w)
@@ -177,7 +209,7 @@ def roi_align(plan, x, rois, batch_indices):
                 ((ylo, xlo), (ylo, xhi), (yhi, xlo), (yhi, xhi))]  # each [C, oh, gh, ow, gw]
         taps = [np.where(valid, t, F32(0)) for t in taps]
         prods = [(wk * t).astype(F32) for wk, t in zip(wts, taps)]
-        if plan["mode"] == "avg":
+        if plan.mode == "avg":
             val = ((prods[0] + prods[1]) + prods[2]) + prods[3]
             out[r] = (val.sum(axis=(2, 4), dtype=F32) / count).astype(F32)
         else:
@@ -196,13 +228,13 @@ def roi_align(plan, x, rois, batch_indices):
 # outside; border: clamped index; reflection: the reflected index).  float32 values; the taps are
 # combined as a tensor product (the reference nests 1-D interpolations: equal to float rounding).
 
-def _prepare_grid(node, ctx) -> dict:
+def _prepare_grid(node, ctx) -> GridSamplePlan:
     a = node.attrs
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(str(a.get("mode", "linear")), str(a.get("mode", "linear")))
     pad = str(a.get("padding_mode", "zeros"))
     if mode not in ("linear", "nearest", "cubic") or pad not in ("zeros", "border", "reflection"):
         raise InputError(f"node '{node.name}' (GridSample): mode '{mode}', padding_mode '{pad}'")
-    return {"mode": mode, "pad": pad, "align": bool(int(a.get("align_corners", 0)))}
+    return GridSamplePlan(mode, pad, bool(int(a.get("align_corners", 0))))
 
 
 def _reflect(x, lo, hi):
@@ -240,33 +272,33 @@ def grid_sample(plan, x, grid):
         for d in range(nd):
             size = dims[d]
             n = grid[b, ..., nd - 1 - d].astype(np.float32)
-            c = ((n + 1) / np.float32(2) * np.float32(size - 1) if plan["align"]
+            c = ((n + 1) / np.float32(2) * np.float32(size - 1) if plan.align
                  else ((n + 1) * np.float32(size) - 1) / np.float32(2)).astype(np.float32)
-            lo, hi = (0.0, size - 1.0) if plan["align"] else (-0.5, size - 0.5)
-            if plan["mode"] == "nearest":
+            lo, hi = (0.0, size - 1.0) if plan.align else (-0.5, size - 0.5)
+            if plan.mode == "nearest":
                 c = np.rint(c)
             out_of = (c < lo) | (c > hi)
-            if plan["pad"] == "border" and not (plan["mode"] == "cubic" and plan.get("ort")):
+            if plan.pad == "border" and not (plan.mode == "cubic" and plan.ort):
                 c = np.where(out_of, np.clip(c, 0, size - 1), c)
-            elif plan["pad"] == "reflection":
+            elif plan.pad == "reflection":
                 c = np.where(out_of, _reflect(c, lo, hi), c)
-            if plan["mode"] == "nearest":
+            if plan.mode == "nearest":
                 idx = [c.astype(np.int64)]
                 wts = [np.ones_like(c)]
             else:
                 f = np.floor(c)
                 t = (c - f).astype(np.float32)
                 f = f.astype(np.int64)
-                if plan["mode"] == "linear":
+                if plan.mode == "linear":
                     idx, wts = [f, f + 1], [1 - t, t]
                 else:
                     idx, wts = [f - 1, f, f + 1, f + 2], _cubic_coeffs(t)
             resolved = []
             for i, w in zip(idx, wts):
-                if plan["pad"] == "zeros":
+                if plan.pad == "zeros":
                     inside = (i >= 0) & (i < size)
                     resolved.append((np.clip(i, 0, size - 1), w, inside))
-                elif plan["pad"] == "border":
+                elif plan.pad == "border":
                     resolved.append((np.clip(i, 0, size - 1), w, None))
                 else:
                     ri = _reflect(i.astype(np.float64), lo, hi).astype(np.int64)
@@ -294,7 +326,7 @@ def _prepare_grid_ort(node, ctx) -> dict:
     first = ctx.inputs[0] if ctx.inputs else None
     if first is not None and first.quant is not None:
         raise UnsupportedOpError(f"node '{node.name}' (GridSample): quantized input (ORT has float GridSample only)")
-    return {**_prepare_grid(node, ctx), "ort": True}
+    return replace(_prepare_grid(node, ctx), ort=True)
 
 
 kernel("GridSample", "ort_float", prepare=_prepare_grid_ort)(grid_sample)

@@ -11,6 +11,8 @@ A 3-D input [B, W, C] is the M = 1 case.  LiteRT requires equal input and output
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
@@ -23,13 +25,19 @@ from .shape import BOTH, where
 PAD_IMPLS = ("zero_point", "zero_code")
 
 
-def _prepare(node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class SpaceBatchPlan:
+    where: str
+    pad_value: int  # stored code written into SPACE_TO_BATCH_ND padding of integer tensors
+
+
+def _prepare(node, ctx: PrepareContext) -> SpaceBatchPlan:
     q = ctx.outputs[0].quant if ctx.outputs else None
     zp = 0 if q is None else int(q.zero_point.ravel()[0])
     how = (ctx.settings or {}).get("impl", "zero_point")
     if node.op == "SpaceToBatchND" and how not in PAD_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{how}' is not one of {', '.join(PAD_IMPLS)}")
-    return {"where": where(node), "pad_value": 0 if how == "zero_code" else zp}
+    return SpaceBatchPlan(where(node), 0 if how == "zero_code" else zp)
 
 
 def _geometry(plan, x, block, pads, what: str):
@@ -37,7 +45,7 @@ def _geometry(plan, x, block, pads, what: str):
     pads = np.asarray(pads, np.int64).reshape(-1, 2)
     m = block.size
     if x.ndim < m + 1 or pads.shape[0] != m or np.any(block < 1) or np.any(pads < 0):
-        raise InputError(f"{plan['where']}: block shape {block.tolist()} / {what} {pads.tolist()} do not fit "
+        raise InputError(f"{plan.where}: block shape {block.tolist()} / {what} {pads.tolist()} do not fit "
                          f"an input of shape {list(x.shape)}")
     return [int(b) for b in block], pads, m
 
@@ -47,11 +55,11 @@ def space_to_batch_nd(plan, x, block, paddings):
     x = np.asarray(x)
     block, pads, m = _geometry(plan, x, block, paddings, "paddings")
     width = [(0, 0)] + [(int(a), int(b)) for a, b in pads] + [(0, 0)] * (x.ndim - m - 1)
-    value = plan["pad_value"] if x.dtype.kind in "iu" else 0
+    value = plan.pad_value if x.dtype.kind in "iu" else 0
     xp = np.pad(x, width, constant_values=np.asarray(value).astype(x.dtype))
     n, spatial, rest = xp.shape[0], xp.shape[1:m + 1], xp.shape[m + 1:]
     if any(s % k for s, k in zip(spatial, block)):
-        raise InputError(f"{plan['where']}: padded spatial shape {list(spatial)} is not a multiple of the block "
+        raise InputError(f"{plan.where}: padded spatial shape {list(spatial)} is not a multiple of the block "
                          f"shape {block}")
     split = [n]
     for s, k in zip(spatial, block):
@@ -71,7 +79,7 @@ def batch_to_space_nd(plan, x, block, crops):
     block, crops, m = _geometry(plan, x, block, crops, "crops")
     prod = int(np.prod(block))
     if x.shape[0] % prod:
-        raise InputError(f"{plan['where']}: batch {x.shape[0]} is not a multiple of the block size {prod}")
+        raise InputError(f"{plan.where}: batch {x.shape[0]} is not a multiple of the block size {prod}")
     n = x.shape[0] // prod
     spatial, rest = x.shape[1:m + 1], x.shape[m + 1:]
     y = x.reshape(block + [n] + list(spatial) + list(rest))

@@ -15,6 +15,9 @@ applied per output channel.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from refinterp.errors import InputError
@@ -23,11 +26,11 @@ from ..float import conv as float_conv
 from ..registry import kernel
 
 
-def _prepare(node, ctx) -> dict:
-    p = {"where": f"node '{node.name}' ({node.source_op or node.op})"}
-    if node.op == "QLinearConvRuntime":
-        p["conv"] = float_conv.prepare_node(node, ctx)
-    return p
+@dataclass(frozen=True)
+class RuntimeQPlan:
+    where: str
+    conv: Any  # the float Conv geometry (QLinearConvRuntime), else None
+    ort: bool  # MLAS requantization (ONNX Runtime) instead of the onnx.reference formula
 
 
 def _int(v, zp):
@@ -42,7 +45,7 @@ def _acc_conv(plan, x, xz, w, wz, bias):
         wi = wi - (wz_arr.reshape((-1,) + (1,) * (wi.ndim - 1)) if wz_arr.size > 1 else wz_arr.reshape(()))
     xi = _int(x, xz)
     # float64 sums of int32 products are exact below 2^53
-    acc = float_conv.run_plan(plan["conv"], xi.astype(np.float64), wi.astype(np.float64))
+    acc = float_conv.run_plan(plan.conv, xi.astype(np.float64), wi.astype(np.float64))
     if bias is not None:
         acc = acc + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
     return acc.astype(np.int64).astype(np.int32)
@@ -66,7 +69,7 @@ def _finish(plan, acc, xs, ws, ys, yz, fallback_dtype, axis):
     info = np.iinfo(dtype)
     ws = _channel(ws, acc.ndim, axis)
     zp = np.asarray(yz).astype(np.int64).reshape(()) if yz is not None else np.int64(0)
-    if plan["ort"]:
+    if plan.ort:
         mult = (np.float32(np.asarray(xs).reshape(())) * np.asarray(ws, np.float32)) / np.float32(
             np.asarray(ys).reshape(()))
         return mlas.requant_mlas(acc, mult, int(zp), int(info.min), int(info.max)).astype(dtype)
@@ -77,16 +80,15 @@ def _finish(plan, acc, xs, ws, ys, yz, fallback_dtype, axis):
 
 
 def _prepare_variant(ort: bool):
-    def prepare(node, ctx):
-        p = _prepare(node, ctx)
-        p["ort"] = ort
-        return p
+    def prepare(node, ctx) -> RuntimeQPlan:
+        conv = float_conv.prepare_node(node, ctx) if node.op == "QLinearConvRuntime" else None
+        return RuntimeQPlan(f"node '{node.name}' ({node.source_op or node.op})", conv, ort)
     return prepare
 
 
 def _conv_run(plan, x, xs, xz, w, ws, wz, ys, yz, bias=None):
     if np.asarray(ws).size > 1 and np.asarray(ws).size != np.shape(w)[0]:
-        raise InputError(f"{plan['where']}: {np.asarray(ws).size} weight scales for {np.shape(w)[0]} output channels")
+        raise InputError(f"{plan.where}: {np.asarray(ws).size} weight scales for {np.shape(w)[0]} output channels")
     return _finish(plan, _acc_conv(plan, x, xz, w, wz, bias), xs, ws, ys, yz, np.asarray(x).dtype, 1)
 
 

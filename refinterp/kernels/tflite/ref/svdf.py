@@ -17,6 +17,8 @@ the integer path (the fused activation is a float-path option).  LiteRT supports
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
@@ -31,7 +33,29 @@ _F = np.float32
 IMPLS = ("int16_state", "any_state")
 
 
-def _prepare(node, ctx):
+@dataclass(frozen=True)
+class QSvdfPlan:
+    wf: np.ndarray  # [F, I] int8 codes as int64
+    wt: np.ndarray  # [F, M] time weights as int64
+    bias: np.ndarray | None
+    zx: int
+    zs: int
+    zo: int
+    m1: tuple[int, int]  # (multiplier, shift) of the feature product into the state
+    m2: tuple[int, int]  # (multiplier, shift) of the time product into the output
+    rank: int
+    memory: int
+    state_range: tuple[int, int]
+    state_dtype: str
+    rounding: object
+
+    def describe(self) -> dict:
+        return {"rank": self.rank, "memory": self.memory, "m1": self.m1, "m2": self.m2,
+                "zero_points": [self.zx, self.zs, self.zo], "state_dtype": self.state_dtype,
+                "rounding": getattr(self.rounding, "value", self.rounding)}
+
+
+def _prepare(node, ctx) -> QSvdfPlan:
     x, wf, wt, b, st = (ctx.inputs[k] if k < len(ctx.inputs) else None for k in range(5))
     y = ctx.outputs[0]
     check_dtype(x, node, ("int8",))
@@ -58,24 +82,23 @@ def _prepare(node, ctx):
     m1 = quantize_multiplier(float(_F(_F(sx * swf) / ss)))
     m2 = quantize_multiplier(float(_F(_F(ss * swt) / so)))
     bias = None if b is None or b.const is None else b.const.astype(np.int64)
-    return {"wf": wf.const.astype(np.int64), "wt": wt.const.astype(np.int64), "bias": bias,
-            "zx": zx, "zs": zs, "zo": zo, "m1": m1, "m2": m2, "rank": rank, "memory": n_memory,
-            "state_range": qrange(st.dtype), "state_dtype": st.dtype, "rounding": rounding(ctx)}
+    return QSvdfPlan(wf.const.astype(np.int64), wt.const.astype(np.int64), bias, zx, zs, zo, m1, m2, rank,
+                     n_memory, qrange(st.dtype), st.dtype, rounding(ctx))
 
 
 @kernel("SVDF", VARIANT, prepare=_prepare, impls=IMPLS)
 def svdf_int(p, x, wf=None, wt=None, b=None, state=None):
     xb = np.asarray(x).astype(np.int64)
     n_batch = xb.shape[0]
-    n_filter, n_mem = p["wt"].shape
+    n_filter, n_mem = p.wt.shape
     s = np.asarray(state).astype(np.int64).reshape(n_batch, n_filter, n_mem)
     s = np.concatenate([s[:, :, 1:], np.zeros((n_batch, n_filter, 1), np.int64)], axis=2)
-    feat = (xb - p["zx"]) @ p["wf"].T  # [B, F]
-    lo, hi = p["state_range"]
-    s[:, :, -1] = np.clip(mbqm(feat, *p["m1"], p["rounding"]), lo, hi) + p["zs"]
-    t = ((s - p["zs"]) * p["wt"][None]).sum(axis=2)  # [B, F]
-    acc = t.reshape(n_batch, -1, p["rank"]).sum(axis=2)
-    if p["bias"] is not None:
-        acc = acc + p["bias"]
-    y = np.clip(mbqm(acc, *p["m2"], p["rounding"]) + p["zo"], -128, 127).astype(np.int8)
-    return y, s.reshape(n_batch, -1).astype(p["state_dtype"])
+    feat = (xb - p.zx) @ p.wf.T  # [B, F]
+    lo, hi = p.state_range
+    s[:, :, -1] = np.clip(mbqm(feat, *p.m1, p.rounding), lo, hi) + p.zs
+    t = ((s - p.zs) * p.wt[None]).sum(axis=2)  # [B, F]
+    acc = t.reshape(n_batch, -1, p.rank).sum(axis=2)
+    if p.bias is not None:
+        acc = acc + p.bias
+    y = np.clip(mbqm(acc, *p.m2, p.rounding) + p.zo, -128, 127).astype(np.int8)
+    return y, s.reshape(n_batch, -1).astype(p.state_dtype)
