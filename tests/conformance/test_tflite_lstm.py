@@ -56,9 +56,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_lstm_matches_litert_across_invokes(tmp_path, case):
-    model, feeds = _model(**CASES[case])
+def _check_across_invokes(tmp_path, model, feeds, what: str):
+    """Invoke LiteRT BUILTIN_REF and one refinterp Session on the feeds in turn (states carried by
+    both) and compare every output after each invoke; returns the Session."""
     it = litert.Interpreter(model_content=model, num_threads=1,
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
     it.allocate_tensors()
@@ -68,9 +68,17 @@ def test_lstm_matches_litert_across_invokes(tmp_path, case):
     for run, x in enumerate(feeds):
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
-        want = it.get_tensor(it.get_output_details()[0]["index"])
-        got = sess.run({"x": x})["y"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{case}, run {run}")
+        got = sess.run({"x": x})
+        for d in it.get_output_details():
+            np.testing.assert_allclose(got[d["name"]], it.get_tensor(d["index"]), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{what}: {d['name']}, run {run}")
+    return sess
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_lstm_matches_litert_across_invokes(tmp_path, case):
+    model, feeds = _model(**CASES[case])
+    sess = _check_across_invokes(tmp_path, model, feeds, case)
     sess.reset_state()  # back to zero states: the first run again
     np.testing.assert_allclose(sess.run({"x": feeds[0]})["y"], _first_run(model, feeds[0]), rtol=1e-5, atol=1e-6)
 
@@ -105,7 +113,7 @@ def _bilstm_model(merge: bool, time_major: bool, seed: int = 7):
     b.op("BIDIRECTIONAL_SEQUENCE_LSTM", ins, outs, {"fused_activation": "TANH", "merge_outputs": merge,
                                                     "time_major": time_major})
     feeds = [rng.normal(0, 1, (T, B, I) if time_major else (B, T, I)).astype(F32) for _ in range(2)]
-    return b.build([x], outs), feeds, [b.name_of(o) for o in outs]
+    return b.build([x], outs), feeds
 
 
 # merge_outputs with batch-major input is left out: LiteRT 2.3's BUILTIN_REF output then depends on
@@ -114,17 +122,5 @@ def _bilstm_model(merge: bool, time_major: bool, seed: int = 7):
 # interpreter it agrees with refinterp.
 @pytest.mark.parametrize("merge,time_major", [(False, True), (False, False), (True, True)])
 def test_bidirectional_lstm_matches_litert(tmp_path, merge, time_major):
-    model, feeds, out_names = _bilstm_model(merge, time_major)
-    it = litert.Interpreter(model_content=model, num_threads=1,
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    p = tmp_path / "m.tflite"
-    p.write_bytes(model)
-    sess = refinterp.Session(refinterp.load(str(p)), "float32")
-    for run, x in enumerate(feeds):
-        it.set_tensor(it.get_input_details()[0]["index"], x)
-        it.invoke()
-        got = sess.run({"x": x})
-        for d in it.get_output_details():
-            np.testing.assert_allclose(got[d["name"]], it.get_tensor(d["index"]), rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{d['name']}, run {run}")
+    model, feeds = _bilstm_model(merge, time_major)
+    _check_across_invokes(tmp_path, model, feeds, f"merge={merge}, time_major={time_major}")
