@@ -32,11 +32,6 @@ def load_checked(name_or_path: str) -> Scheme:
     return check_scheme(load_scheme(name_or_path))
 
 
-def known_ops() -> set[str]:
-    """Canonical ops with at least one registered kernel."""
-    return {op for op, _v in registry.registered()}
-
-
 def check_scheme(scheme: Scheme) -> Scheme:
     """Raise SchemeError on the first name the kernels do not know; return the scheme.  Checks the
     resolved data (so schemes built in memory are checked too) and names the file that wrote the

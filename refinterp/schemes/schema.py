@@ -157,20 +157,14 @@ OP["hybrid"] = _mapping(dict(OP))  # settings for dynamic-range nodes (no nested
 OP["uint8"] = _mapping({k: v for k, v in OP.items() if k != "hybrid"})  # uint8-activation nodes
 
 
-def _op_map(known_ops: Callable[[], set[str]] | None) -> Check:
+def _op_map(path: str, v: Any, where: str) -> None:
+    """Per-op settings.  Whether each key names a registered op is checked against the kernels by
+    refinterp/scheme_check.py (schemes/ does not import kernels/)."""
+    if not isinstance(v, dict):
+        _fail(path, "a mapping of canonical op names", v, where)
     op_check = _mapping(OP)
-
-    def check(path: str, v: Any, where: str) -> None:
-        if not isinstance(v, dict):
-            _fail(path, "a mapping of canonical op names", v, where)
-        known = known_ops() if known_ops else None
-        for k, sub in v.items():
-            p = f"{path}.{k}"
-            if known is not None and k not in known:
-                raise SchemeError(f"key '{p}': unknown op '{k}' (not a canonical op with a registered "
-                                  f"kernel; see refinterp/kernels/OPS.md)", where)
-            op_check(p, {} if sub is None else sub, where)
-    return check
+    for k, sub in v.items():
+        op_check(f"{path}.{k}", {} if sub is None else sub, where)
 
 
 def _node_map(path: str, v: Any, where: str) -> None:
@@ -192,41 +186,19 @@ def _graph_passes(path: str, v: Any, where: str) -> None:
                               where)
 
 
-def top_level(known_ops: Callable[[], set[str]] | None = None) -> dict[str, Check]:
+def top_level() -> dict[str, Check]:
     return {
         "name": _str, "extends": _str, "describes": _str, "backend_version": _str,
         "status": _enum("verified", "documented"), "source": _str_or_list,
         "verified_against": _str_or_list, "notes": _str, "variants": _str_list,
         "requant": _mapping(REQUANT), "accumulator": _mapping(ACCUMULATOR),
-        "ops": _op_map(known_ops), "nodes": _node_map, "graph_passes": _graph_passes,
+        "ops": _op_map, "nodes": _node_map, "graph_passes": _graph_passes,
     }
 
 
-def _variant_lists(data: Any, path: str = ""):
-    """(dotted path, list) of every ``variants:`` list in a scheme document."""
-    if not isinstance(data, dict):
-        return
-    for k, v in data.items():
-        p = f"{path}.{k}" if path else str(k)
-        if k == "variants" and isinstance(v, list):
-            yield p, v
-        elif isinstance(v, dict):
-            yield from _variant_lists(v, p)
-
-
-def validate(data: Any, where: str, known_ops: Callable[[], set[str]] | None = None,
-             known_variants: Callable[[], set[str]] | None = None) -> None:
-    """Raise SchemeError naming ``where`` and the dotted key path of the first problem.  With
-    ``known_variants``, every name in a ``variants:`` list must be a registered kernel variant (a
-    misspelt one would otherwise be skipped silently and another kernel's arithmetic used)."""
+def validate(data: Any, where: str) -> None:
+    """Raise SchemeError naming ``where`` and the dotted key path of the first syntax problem (the
+    names the kernels must know -- ops, variants, impls -- are checked by refinterp/scheme_check.py)."""
     if not isinstance(data, dict):
         raise SchemeError("a scheme file must be a mapping at the top level", where)
-    _mapping(top_level(known_ops))("", data, where)
-    if known_variants is None:
-        return
-    known = known_variants()
-    for p, names in _variant_lists(data):
-        for name in names:
-            if name not in known:
-                raise SchemeError(f"key '{p}': unknown kernel variant '{name}' (registered: "
-                                  f"{', '.join(sorted(known))})", where)
+    _mapping(top_level())("", data, where)

@@ -11,7 +11,6 @@ from refinterp.cli.main import main
 from refinterp.compare.explain_candidates import knob_candidates, with_op_override
 from refinterp.quant.requant import Rounding
 from refinterp.schemes import list_schemes, load_scheme, schema
-from refinterp.scheme_check import known_ops as _known_ops
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tflite"
 MOBILENET = str(FIX / "mobilenet_v2_tiny_int8.tflite")
@@ -139,7 +138,7 @@ def test_knob_candidates_come_from_the_schema_and_the_kernels():
     assert len(labels) == len(set(labels))
     # every candidate is a valid OP mapping of the scheme schema (per node and per op)
     for _, over in knob_candidates(sess, idx, sess.scheme, schemes):
-        schema.validate({"nodes": {"n": over}, "ops": {"Sigmoid": over}}, "candidate", _known_ops)
+        schema.validate({"nodes": {"n": over}, "ops": {"Sigmoid": over}}, "candidate")
 
 
 def test_reports_show_the_explanation(tmp_path, capsys):
