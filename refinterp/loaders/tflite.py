@@ -108,6 +108,7 @@ class _Reader:
         self.names: list[str] = []
         self.int4: list[str] = []
         self.variables: list[str] = []
+        self.state_updates: dict[str, str] = {}  # variable tensor -> the node output with its new value
         for i in range(ntens):
             info = self.tensor(sg.Tensors(i), i, tensors)
             tensors[info.name] = info
@@ -122,7 +123,7 @@ class _Reader:
             meta["int4_tensors"] = list(self.int4)
         if self.variables:
             # variable tensor -> the node output holding its value after the run (runtime.py)
-            meta["variable_tensors"] = {v: _state_update(nodes, v) for v in self.variables}
+            meta["variable_tensors"] = {v: self.state_updates.get(v) for v in self.variables}
         sigs = self.signatures() if index == 0 else {}
         if sigs:
             meta["signatures"] = sigs
@@ -336,7 +337,8 @@ class _Reader:
             self.tensors[t.name] = t
         attrs = dict(attrs)
         attrs.setdefault("op_version", int(code.Version()))
-        for name, like in attrs.pop("_state_outputs", ()):  # LSTM final states (variable tensors)
+        for name, like in attrs.pop("_state_outputs", ()):  # LSTM / SVDF final states (variable tensors)
+            self.state_updates[like] = name
             t = self.tensors[like]
             self.tensors[name] = TensorInfo(name, t.shape, t.dtype, quant=t.quant, source_name=name)
             outs = list(outs) + [name]
@@ -359,10 +361,3 @@ def _str(b: Any) -> str:
     if b is None:
         return ""
     return b.decode("utf-8", errors="replace") if isinstance(b, (bytes, bytearray)) else str(b)
-
-
-def _state_update(nodes: list[Node], var: str) -> str | None:
-    """The output that carries variable tensor ``var``'s new value: the LSTM nodes the loader maps
-    expose their final states as extra outputs named ``<var>#next`` (None: nothing writes it)."""
-    want = f"{var}#next"
-    return want if any(want in n.outputs for n in nodes) else None
