@@ -19,7 +19,8 @@ from ...threads import numba_threads
 
 from ...float import conv as float_conv
 from ...spatial import ints, resolve_window
-from .depthwise_fused import GEO, dw_fused, pot_consts
+from refinterp.quant.fixedpoint_nb import pot_consts
+from .depthwise_fused import GEO, dw_fused
 from ...prepared import per_shape, prepared
 from .requant_fast import bias_array, overflow_mode, rq_arrays
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from refinterp.quant.fixedpoint_nb import mbqm_pot, pot_consts, wrap32  # noqa: F401  (pot_consts: callers)
+from refinterp.quant.fixedpoint_nb import mbqm_pot, wrap32
 from .requant_fast import rescale
 
 U = np.uint64

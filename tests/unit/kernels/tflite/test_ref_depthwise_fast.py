@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from refinterp.ir import Node, QuantParams, TensorInfo
-from refinterp.kernels.tflite.ref import depthwise_fused as dw_fused
+from refinterp.quant import fixedpoint_nb
 from refinterp.kernels.tflite.ref import depthwise_fast as qdepthwise_fast
 from refinterp.kernels.tflite.ref.depthwise_fast import fast_depthwise
 from refinterp.kernels.registry import PrepareContext, lookup
@@ -216,7 +216,7 @@ def test_mbqm_pot_equals_reference_rounding():
         ref = np.empty(a.shape, np.int32)
         _fused_srdhm(a, np.zeros(C, np.int64), M, np.zeros(C, np.int64), -sh, upward, True, 0,
                      -(1 << 31), (1 << 31) - 1, ref)
-        cp, cn, total = dw_fused.pot_consts(M, sh, np.full(C, upward))
+        cp, cn, total = fixedpoint_nb.pot_consts(M, sh, np.full(C, upward))
         got = np.empty(a.shape, np.int32)
         _pot_loop(a, M.astype(np.int32), cp, cn, total, got)
         assert np.array_equal(got, ref), upward
@@ -233,7 +233,7 @@ def setup_module():
     def loop(a, M, cp, cn, total, out):  # pragma: no cover - compiled
         for i in range(a.shape[0]):
             for c in range(a.shape[1]):
-                out[i, c] = dw_fused.mbqm_pot(np.int32(a[i, c]), M[c], cp[c], cn[c], total[c])
+                out[i, c] = fixedpoint_nb.mbqm_pot(np.int32(a[i, c]), M[c], cp[c], cn[c], total[c])
 
     _pot_loop = loop
 
