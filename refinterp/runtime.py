@@ -11,7 +11,7 @@ from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
 from .errors import InputError, ModelError, RefinterpError, ResourceError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.float.fused import apply_activation
-from .kernels.registry import Kernel, PrepareContext, lookup, resolve_delegate
+from .kernels.registry import Kernel, PrepareContext, is_plan, lookup, resolve_delegate
 from .scheme_check import check_scheme, load_checked
 from .schemes import Scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
@@ -113,6 +113,9 @@ class Session:
                 OverflowError) as e:
             raise RefinterpError(f"cannot prepare node '{node.name}' ({node.source_op or node.op}): {e}",
                                  self.graph.path) from e
+        if not is_plan(plan):  # a kernel-author error, not a model's: never reported as the model's fault
+            raise RuntimeError(f"kernel ({k.op}, {k.variant}) prepared a {type(plan).__name__}, not a frozen "
+                               f"dataclass plan")
         act = node.attrs.get("activation") if float_kernel else None
         return Step(node, k, plan, ctx.settings, dq, act, qo if any(qo) else (), g16 if any(g16) else ())
 

@@ -1,7 +1,8 @@
 """Kernel registry: ``(canonical op, variant) -> Kernel``.
 
 A kernel is maths only.  ``prepare(node, ctx)`` runs once per node when a Session is built and
-returns the node's *plan* (any object: attributes with defaults resolved, multipliers, tables...);
+returns the node's *plan*, a frozen dataclass (attributes with defaults resolved, multipliers,
+tables...; ``AttrPlan`` when the attributes are all a kernel reads);
 ``run(plan, *inputs)`` runs per inference and returns one ndarray or a tuple of them.
 Missing optional inputs arrive as ``None``.
 
@@ -11,8 +12,10 @@ see the scheme itself).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -34,8 +37,36 @@ class PrepareContext:
         return self.inputs[i].const
 
 
-def _default_prepare(node: Node, ctx: PrepareContext) -> dict[str, Any]:
-    return dict(node.attrs)
+@dataclass(frozen=True)
+class AttrPlan:
+    """The plan of a kernel that needs nothing but its node's attributes (read-only) and where it
+    sits: the default for kernels registered without a ``prepare``."""
+
+    attrs: Mapping[str, Any]
+    where: str = ""
+    out_dtype: Any = None
+    out_dtypes: tuple = ()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        v = self.attrs.get(name)
+        return default if v is None else v
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+
+def attr_plan(node: Node, ctx: PrepareContext) -> AttrPlan:
+    outs = tuple(o.dtype if o is not None else None for o in ctx.outputs)
+    return AttrPlan(MappingProxyType(dict(node.attrs)), f"node '{node.name}' ({node.source_op or node.op})",
+                    outs[0] if outs else None, outs)
+
+
+def is_plan(plan: Any) -> bool:
+    """A plan is a frozen dataclass (or a ``Delegate``); anything else is a kernel-author error."""
+    return dataclasses.is_dataclass(plan) and not isinstance(plan, type) and plan.__dataclass_params__.frozen
+
+
+_default_prepare = attr_plan
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -32,48 +35,68 @@ def _fp(node, s) -> int:
         raise UnsupportedOpError(f"{where(node)}: {e} (the DPU uses power-of-two scales)") from None
 
 
-def _add_prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class DocAddPlan:
+    a: tuple[float, int]  # (scale, zero point) of A, B, C
+    b: tuple[float, int]
+    c: tuple[float, int]
+    dtype: str
+    rounding: str  # tvm_qnn: the requantize rounding
+    lo: int
+    hi: int
+    fps: tuple[int, int] = (0, 0)  # dpu: input fix positions
+    fo: int = 0  # dpu: output fix position
+    ta: tuple = ()  # glow_cpu: scale transforms of A and B
+    tb: tuple = ()
+
+
+@dataclass(frozen=True)
+class DpuUnaryPlan:
+    fi: int  # fix positions
+    fo: int
+    dtype: str
+    node: Any
+    k: tuple = ()  # pooling window and strides
+    s: tuple = ()
+
+
+def _add_prepare(node, ctx) -> DocAddPlan:
     impl = (ctx.settings or {}).get("impl") or "upward"
     if impl not in TVM_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
-    p = {"a": qparams(ctx.inputs[0], node, "A"), "b": qparams(ctx.inputs[1], node, "B"),
-         "c": qparams(ctx.outputs[0], node, "C"), "dtype": ctx.outputs[0].dtype,
-         "rounding": TVM_IMPLS[impl]}
-    p["lo"], p["hi"] = qrange(p["dtype"])
-    return p
+    dt = ctx.outputs[0].dtype
+    return DocAddPlan(qparams(ctx.inputs[0], node, "A"), qparams(ctx.inputs[1], node, "B"),
+                      qparams(ctx.outputs[0], node, "C"), dt, TVM_IMPLS[impl], *qrange(dt))
 
 
 def _ints(a, b):
     return np.broadcast_arrays(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
 
 
-def _dpu_add_prepare(node, ctx) -> dict:
+def _dpu_add_prepare(node, ctx) -> DocAddPlan:
     p = _add_prepare(node, ctx)
-    if p["a"][1] or p["b"][1] or p["c"][1]:
+    if p.a[1] or p.b[1] or p.c[1]:
         raise UnsupportedOpError(f"{where(node)}: the DPU needs zero points 0")
-    p["fps"] = [_fp(node, p["a"][0]), _fp(node, p["b"][0])]
-    p["fo"] = _fp(node, p["c"][0])
-    return p
+    return replace(p, fps=(_fp(node, p.a[0]), _fp(node, p.b[0])), fo=_fp(node, p.c[0]))
 
 
 @ort_kernel("Add", "dpu", _dpu_add_prepare)
 def dpu_add(p, a, b):
-    return vitis.eltwise_add(list(_ints(a, b)), p["fps"], p["fo"]).astype(p["dtype"])
+    return vitis.eltwise_add(list(_ints(a, b)), list(p.fps), p.fo).astype(p.dtype)
 
 
-def _glow_add_prepare(node, ctx) -> dict:
+def _glow_add_prepare(node, ctx) -> DocAddPlan:
     p = _add_prepare(node, ctx)
-    sc = F32(p["c"][0])
-    p["ta"] = glow.scale_transform(float(F32(p["a"][0]) / sc))
-    p["tb"] = glow.scale_transform(float(F32(p["b"][0]) / sc))
-    return p
+    sc = F32(p.c[0])
+    return replace(p, ta=tuple(glow.scale_transform(float(F32(p.a[0]) / sc))),
+                   tb=tuple(glow.scale_transform(float(F32(p.b[0]) / sc))))
 
 
 @ort_kernel("Add", "glow_cpu", _glow_add_prepare)
 def glow_cpu_add(p, a, b):
     a, b = _ints(a, b)
-    y = glow.transform(a - p["a"][1], *p["ta"]) + glow.transform(b - p["b"][1], *p["tb"]) + p["c"][1]
-    return np.clip(y, p["lo"], p["hi"]).astype(p["dtype"])
+    y = glow.transform(a - p.a[1], *p.ta) + glow.transform(b - p.b[1], *p.tb) + p.c[1]
+    return np.clip(y, p.lo, p.hi).astype(p.dtype)
 
 
 _LARGE = F32(2.0 ** -15)
@@ -82,56 +105,55 @@ _LARGE = F32(2.0 ** -15)
 @ort_kernel("Add", "glow_interp", _add_prepare)
 def glow_interp_add(p, a, b):
     a, b = _ints(a, b)
-    la = glow.round_half_away(((a - p["a"][1]).astype(F32) * F32(F32(p["a"][0]) / _LARGE)).astype(F32))
-    lb = glow.round_half_away(((b - p["b"][1]).astype(F32) * F32(F32(p["b"][0]) / _LARGE)).astype(F32))
-    return glow.interp_requant(la + lb, F32(_LARGE / F32(p["c"][0])), p["c"][1], p["lo"], p["hi"]).astype(p["dtype"])
+    la = glow.round_half_away(((a - p.a[1]).astype(F32) * F32(F32(p.a[0]) / _LARGE)).astype(F32))
+    lb = glow.round_half_away(((b - p.b[1]).astype(F32) * F32(F32(p.b[0]) / _LARGE)).astype(F32))
+    return glow.interp_requant(la + lb, F32(_LARGE / F32(p.c[0])), p.c[1], p.lo, p.hi).astype(p.dtype)
 
 
 @ort_kernel("Add", "tvm_qnn", _add_prepare, tuple(TVM_IMPLS))
 def tvm_add(p, a, b):
     a, b = _ints(a, b)
-    sc = np.float64(F32(p["c"][0]))
-    y = (tvmqnn.requantize(a - p["a"][1], float(np.float64(F32(p["a"][0])) / sc), p["rounding"])
-         + tvmqnn.requantize(b - p["b"][1], float(np.float64(F32(p["b"][0])) / sc), p["rounding"]) + p["c"][1])
-    return np.clip(y, p["lo"], p["hi"]).astype(p["dtype"])
+    sc = np.float64(F32(p.c[0]))
+    y = (tvmqnn.requantize(a - p.a[1], float(np.float64(F32(p.a[0])) / sc), p.rounding)
+         + tvmqnn.requantize(b - p.b[1], float(np.float64(F32(p.b[0])) / sc), p.rounding) + p.c[1])
+    return np.clip(y, p.lo, p.hi).astype(p.dtype)
 
 
-def _dpu_unary_prepare(node, ctx) -> dict:
+def _dpu_unary_prepare(node, ctx) -> DpuUnaryPlan:
     (xs, zx), (ys, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
     if zx or zy:
         raise UnsupportedOpError(f"{where(node)}: the DPU needs zero points 0")
-    p = {"fi": _fp(node, xs), "fo": _fp(node, ys), "dtype": ctx.outputs[0].dtype, "node": node}
+    p = DpuUnaryPlan(_fp(node, xs), _fp(node, ys), ctx.outputs[0].dtype, node)
     if node.op in ("AveragePool", "GlobalAveragePool"):
         pads = tuple(node.attrs.get("pads") or (0, 0, 0, 0))
         if any(pads) or (node.attrs.get("layout") or "NCHW") != "NCHW":
             raise UnsupportedOpError(f"{where(node)}: only unpadded NCHW pooling is modelled for the DPU")
-        p["k"] = tuple(node.attrs.get("kernel_shape") or ())
-        p["s"] = tuple(node.attrs.get("strides") or (1, 1))
+        p = replace(p, k=tuple(node.attrs.get("kernel_shape") or ()), s=tuple(node.attrs.get("strides") or (1, 1)))
     return p
 
 
 @ort_kernel("LeakyRelu", "dpu", _dpu_unary_prepare)
 def dpu_leaky_relu(p, x):
-    return vitis.leaky_relu_fix(np.asarray(x).astype(np.int64), p["fi"], p["fo"]).astype(p["dtype"])
+    return vitis.leaky_relu_fix(np.asarray(x).astype(np.int64), p.fi, p.fo).astype(p.dtype)
 
 
 @ort_kernel("AveragePool", "dpu", _dpu_unary_prepare)
 def dpu_avgpool(p, x):
-    (kh, kw), (sh, sw) = p["k"], p["s"]
+    (kh, kw), (sh, sw) = p.k, p.s
     s = sliding_window_view(np.asarray(x).astype(np.int64), (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw].sum(axis=(-1, -2))
-    return vitis.avgpool_fix(s, kh, kw, p["fi"], p["fo"]).astype(p["dtype"])
+    return vitis.avgpool_fix(s, kh, kw, p.fi, p.fo).astype(p.dtype)
 
 
 @ort_kernel("GlobalAveragePool", "dpu", _dpu_unary_prepare)
 def dpu_gap(p, x):
     x = np.asarray(x).astype(np.int64)
     kh, kw = x.shape[2], x.shape[3]
-    return vitis.avgpool_fix(x.sum(axis=(2, 3), keepdims=True), kh, kw, p["fi"], p["fo"]).astype(p["dtype"])
+    return vitis.avgpool_fix(x.sum(axis=(2, 3), keepdims=True), kh, kw, p.fi, p.fo).astype(p.dtype)
 
 
 @kernel("QuantizeLinear", "dpu", prepare=float_quantize.ql_prepare, raw_inputs=True)
 def dpu_quantize(plan, x, scale, zp=None):
-    dt, lo, hi = plan["target"]
+    dt, lo, hi = plan.target
     s = np.asarray(scale, np.float32)
     if s.size != 1 or np.dtype(dt) != np.int8 or (zp is not None and np.any(np.asarray(zp))):
         return float_quantize.quantize_linear(plan, x, scale, zp)

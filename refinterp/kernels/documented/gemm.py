@@ -14,6 +14,7 @@ from the ONNX Runtime plan (ort_gemm); only the epilogue differs:
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 
 import numpy as np
 
@@ -47,11 +48,11 @@ def _prepare(node, ctx, kind: str, variant: str):
         extra["params"] = [glow.scale_transform(float(r)) for r in ratio]
     extra["ratio"] = ratio
     extra["tvm_m"] = [float(np.float64(np.float32(xs * s)) / np.float64(ys)) for s in ws]
-    return plan, extra
+    return ort_gemm.EngineGemmPlan(plan, MappingProxyType(extra), variant)
 
 
 def _finish(plans, acc) -> np.ndarray:
-    plan, ex = plans
+    plan, ex = plans.gemm, plans.requant
     acc = np.asarray(acc).astype(np.int64)
     if plan.bias is not None:
         view = [1] * acc.ndim
@@ -80,10 +81,10 @@ def _finish(plans, acc) -> np.ndarray:
 
 def _register(variant: str) -> None:
     def conv(plans, x, w, b=None):
-        return _finish(plans, ort_gemm.conv_acc(plans[0], x, w))
+        return _finish(plans, ort_gemm.conv_acc(plans.gemm, x, w))
 
     def mm(plans, a, b, c=None):
-        return _finish(plans, ort_gemm.mm_acc(plans[0], a, b))
+        return _finish(plans, ort_gemm.mm_acc(plans.gemm, a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
         ort_kernel(kind, variant, lambda n, c, k=kind: _prepare(n, c, k, variant),

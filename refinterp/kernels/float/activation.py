@@ -7,11 +7,14 @@ linear with integer breakpoints.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import MappingProxyType
+
 import numpy as np
 
 from refinterp.ir import Node
 from .elementwise import erf
-from ..registry import PrepareContext, kernel
+from ..registry import AttrPlan, PrepareContext, kernel
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -32,8 +35,8 @@ def _c(v: float, x: np.ndarray):
 
 
 def _attrs(**defaults):
-    def prepare(node: Node, ctx: PrepareContext) -> dict:
-        return {k: node.attr(k, d) for k, d in defaults.items()}
+    def prepare(node: Node, ctx: PrepareContext) -> AttrPlan:
+        return AttrPlan(MappingProxyType({k: node.attr(k, d) for k, d in defaults.items()}))
     return prepare
 
 
@@ -55,7 +58,7 @@ def _relu_n1_to_1(plan, x):
 @kernel("LeakyRelu", "float", prepare=_attrs(alpha=0.01))
 def _leaky_relu(plan, x):
     w = _wide(x)
-    return _back(np.where(w < 0, w * _c(plan["alpha"], w), w), x)
+    return _back(np.where(w < 0, w * _c(plan.attr("alpha"), w), w), x)
 
 
 @kernel("PRelu", "float")
@@ -85,7 +88,7 @@ def _tanh(plan, x):
 @kernel("HardSigmoid", "float", prepare=_attrs(alpha=0.2, beta=0.5))
 def _hard_sigmoid(plan, x):
     w = _wide(x)
-    y = np.clip(w * _c(plan["alpha"], w) + _c(plan["beta"], w), 0, 1)
+    y = np.clip(w * _c(plan.attr("alpha"), w) + _c(plan.attr("beta"), w), 0, 1)
     return _back(y, x)
 
 
@@ -99,7 +102,7 @@ def _hard_swish(plan, x):
 def _gelu(plan, x):
     w = _wide(x)
     half = _c(0.5, w)
-    if str(plan["approximate"]) == "tanh":
+    if str(plan.attr("approximate")) == "tanh":
         inner = _c(np.sqrt(2.0 / np.pi), w) * (w + _c(0.044715, w) * w * w * w)
         return _back(half * w * (_c(1.0, w) + np.tanh(inner)), x)
     return _back(half * w * (_c(1.0, w) + erf(w * _c(1.0 / np.sqrt(2.0), w))), x)
@@ -109,28 +112,28 @@ def _gelu(plan, x):
 def _elu(plan, x):
     w = _wide(x)
     with np.errstate(over="ignore"):
-        return _back(np.where(w > 0, w, _c(plan["alpha"], w) * np.expm1(np.minimum(w, 0))), x)
+        return _back(np.where(w > 0, w, _c(plan.attr("alpha"), w) * np.expm1(np.minimum(w, 0))), x)
 
 
 @kernel("Selu", "float", prepare=_attrs(alpha=1.67326319217681884765625,
                                         gamma=1.05070102214813232421875))
 def _selu(plan, x):
     w = _wide(x)
-    neg = _c(plan["alpha"], w) * np.expm1(np.minimum(w, 0))
-    return _back(_c(plan["gamma"], w) * np.where(w > 0, w, neg), x)
+    neg = _c(plan.attr("alpha"), w) * np.expm1(np.minimum(w, 0))
+    return _back(_c(plan.attr("gamma"), w) * np.where(w > 0, w, neg), x)
 
 
 @kernel("Celu", "float", prepare=_attrs(alpha=1.0))
 def _celu(plan, x):
     w = _wide(x)
-    a = _c(plan["alpha"], w)
+    a = _c(plan.attr("alpha"), w)
     return _back(np.maximum(w, 0) + np.minimum(0, a * np.expm1(np.minimum(w, 0) / a)), x)
 
 
 @kernel("ThresholdedRelu", "float", prepare=_attrs(alpha=1.0))
 def _thresholded_relu(plan, x):
     w = _wide(x)
-    return _back(np.where(w > _c(plan["alpha"], w), w, 0), x)
+    return _back(np.where(w > _c(plan.attr("alpha"), w), w, 0), x)
 
 
 @kernel("Softplus", "float")
@@ -154,7 +157,7 @@ def _mish(plan, x):
 @kernel("Shrink", "float", prepare=_attrs(bias=0.0, lambd=0.5))
 def _shrink(plan, x):
     w = _wide(x)
-    lam, bias = _c(plan["lambd"], w), _c(plan["bias"], w)
+    lam, bias = _c(plan.attr("lambd"), w), _c(plan.attr("bias"), w)
     return _back(np.where(w < -lam, w + bias, np.where(w > lam, w - bias, 0)), x)
 
 
@@ -169,15 +172,21 @@ def _clip(plan, x, lo=None, hi=None):
     return _back(y, x)
 
 
-def _softmax_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"axis": int(node.attr("axis", -1)), "beta": float(node.attr("beta", 1.0))}
+@dataclass(frozen=True)
+class SoftmaxPlan:
+    axis: int
+    beta: float
+
+
+def _softmax_prepare(node: Node, ctx: PrepareContext) -> SoftmaxPlan:
+    return SoftmaxPlan(int(node.attr("axis", -1)), float(node.attr("beta", 1.0)))
 
 
 def _shifted(plan, x):
     w = _wide(x)
-    if plan["beta"] != 1.0:
-        w = w * _c(plan["beta"], w)
-    ax = plan["axis"] % max(x.ndim, 1) if x.ndim else None
+    if plan.beta != 1.0:
+        w = w * _c(plan.beta, w)
+    ax = plan.axis % max(x.ndim, 1) if x.ndim else None
     m = np.max(w, axis=ax, keepdims=True) if w.size else w
     return w - m, ax
 

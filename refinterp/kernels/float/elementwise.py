@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 
 import numba
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.ir import Node
@@ -77,7 +79,7 @@ def _pow(plan, a, b):
 
 
 def _mod(plan, a, b):
-    fmod = int(plan.get("fmod", 0))
+    fmod = int(plan.attr("fmod", 0))
     # fmod=1: sign of the dividend (C fmod); fmod=0: sign of the divisor (Python %), floats too.
     with np.errstate(divide="ignore", invalid="ignore"):
         if fmod:
@@ -173,13 +175,19 @@ def _isnan(plan, x):
     return np.isnan(x)
 
 
-def _isinf_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"neg": int(node.attr("detect_negative", 1)), "pos": int(node.attr("detect_positive", 1))}
+@dataclass(frozen=True)
+class IsInfPlan:
+    neg: int
+    pos: int
+
+
+def _isinf_prepare(node: Node, ctx: PrepareContext) -> IsInfPlan:
+    return IsInfPlan(int(node.attr("detect_negative", 1)), int(node.attr("detect_positive", 1)))
 
 
 @kernel("IsInf", "float", prepare=_isinf_prepare)
 def _isinf(plan, x):
-    return np.isinf(x) & (((x > 0) & bool(plan["pos"])) | ((x < 0) & bool(plan["neg"])))
+    return np.isinf(x) & (((x > 0) & bool(plan.pos)) | ((x < 0) & bool(plan.neg)))
 
 
 # -- comparison and logic ---------------------------------------------------------------------
@@ -209,11 +217,16 @@ def _where(plan, cond, x, y):
     return _keep(np.where(cond.astype(bool), x, y), x)
 
 
-def _bitshift_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"left": str(node.attr("direction", "LEFT")).upper() == "LEFT"}
+@dataclass(frozen=True)
+class ShiftPlan:
+    left: bool
+
+
+def _bitshift_prepare(node: Node, ctx: PrepareContext) -> ShiftPlan:
+    return ShiftPlan(str(node.attr("direction", "LEFT")).upper() == "LEFT")
 
 
 @kernel("BitShift", "float", prepare=_bitshift_prepare)
 def _bitshift(plan, a, b):
     b = np.asarray(b, dtype=a.dtype)
-    return _keep(np.left_shift(a, b) if plan["left"] else np.right_shift(a, b), a)
+    return _keep(np.left_shift(a, b) if plan.left else np.right_shift(a, b), a)

@@ -13,22 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
-from ..registry import kernel
+from ..registry import attr_plan, kernel
 from ..int.shape import BOTH, ints, where
 
 
-def _plan(node, ctx) -> dict:
-    p = dict(node.attrs)
-    p["where"] = where(node)
-    p["out_dtype"] = ctx.outputs[0].dtype if ctx.outputs and ctx.outputs[0] is not None else None
-    p["out_dtypes"] = [o.dtype if o is not None else None for o in ctx.outputs]
-    return p
+_plan = attr_plan
 
 
 def _wrap(plan, idx: np.ndarray, size: int) -> np.ndarray:
     idx = np.asarray(idx, np.int64)
     if idx.size and (idx.min() < -size or idx.max() >= size):
-        raise InputError(f"{plan['where']}: index out of range for an axis of size {size}")
+        raise InputError(f"{plan.where}: index out of range for an axis of size {size}")
     return np.where(idx < 0, idx + size, idx)
 
 
@@ -36,11 +31,11 @@ def _wrap(plan, idx: np.ndarray, size: int) -> np.ndarray:
 
 @kernel("ConstantOfShape", BOTH, prepare=_plan)
 def _constant_of_shape(plan, shape):
-    v = plan.get("value")
+    v = plan.attr("value")
     v = np.zeros(1, np.float32) if v is None else np.asarray(v)
     dims = ints(shape)
     if any(d < 0 for d in dims):
-        raise InputError(f"{plan['where']}: negative dimension in shape {dims}")
+        raise InputError(f"{plan.where}: negative dimension in shape {dims}")
     return np.full(dims, v.ravel()[0], dtype=v.dtype)
 
 
@@ -48,7 +43,7 @@ def _constant_of_shape(plan, shape):
 def _range(plan, start, limit, delta):
     s, l, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
     if d == 0:
-        raise InputError(f"{plan['where']}: delta is 0")
+        raise InputError(f"{plan.where}: delta is 0")
     n = max(int(np.ceil((float(l) - float(s)) / float(d))), 0)
     return (s + np.arange(n, dtype=s.dtype) * d).astype(s.dtype)  # start + i * delta, in the input type
 
@@ -61,8 +56,8 @@ def _nonzero(plan, x):
 
 @kernel("EyeLike", BOTH, prepare=_plan)
 def _eye_like(plan, x):
-    dt = plan["out_dtype"] or x.dtype
-    return np.eye(x.shape[0], x.shape[1], k=int(plan.get("k", 0)), dtype=dt)
+    dt = plan.out_dtype or x.dtype
+    return np.eye(x.shape[0], x.shape[1], k=int(plan.attr("k", 0)), dtype=dt)
 
 
 @kernel("OneHot", BOTH, prepare=_plan)
@@ -77,7 +72,7 @@ def _one_hot(plan, indices, depth, values, off_value=None):
     idx = np.asarray(indices).astype(np.int64)
     if not tflite:
         idx = np.where(idx < 0, idx + d, idx)
-    ax = int(plan.get("axis", -1))
+    ax = int(plan.attr("axis", -1))
     ax = ax + idx.ndim + 1 if ax < 0 else ax
     hot = np.expand_dims(idx, ax) == np.arange(d).reshape([d if i == ax else 1 for i in range(idx.ndim + 1)])
     off, on = np.asarray(values).ravel()[:2]
@@ -88,7 +83,7 @@ def _one_hot(plan, indices, depth, values, off_value=None):
 
 @kernel("GatherElements", BOTH, prepare=_plan)
 def _gather_elements(plan, data, indices):
-    ax = int(plan.get("axis", 0)) % data.ndim
+    ax = int(plan.attr("axis", 0)) % data.ndim
     return np.take_along_axis(data, _wrap(plan, indices, data.shape[ax]), axis=ax)
 
 
@@ -96,7 +91,7 @@ def _gather_nd(plan, data, indices, batch_dims: int):
     idx = np.asarray(indices, np.int64)
     k = idx.shape[-1]
     if k > data.ndim - batch_dims:
-        raise InputError(f"{plan['where']}: index depth {k} exceeds the data rank {data.ndim} - batch_dims")
+        raise InputError(f"{plan.where}: index depth {k} exceeds the data rank {data.ndim} - batch_dims")
     bshape = data.shape[:batch_dims]
     nb = int(np.prod(bshape, dtype=np.int64))
     d = data.reshape((nb,) + data.shape[batch_dims:])
@@ -111,23 +106,23 @@ def _gather_nd(plan, data, indices, batch_dims: int):
 
 @kernel("GatherND", BOTH, prepare=_plan)
 def _gather_nd_k(plan, data, indices):
-    return _gather_nd(plan, data, indices, int(plan.get("batch_dims", 0)))
+    return _gather_nd(plan, data, indices, int(plan.attr("batch_dims", 0)))
 
 
 _REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def _reduction(plan):
-    r = plan.get("reduction", "none")
+    r = plan.attr("reduction", "none")
     r = r.decode() if isinstance(r, bytes) else str(r)
     if r != "none" and r not in _REDUCE:
-        raise UnsupportedOpError(f"{plan['where']}: reduction '{r}' is not one of none, add, mul, max, min")
+        raise UnsupportedOpError(f"{plan.where}: reduction '{r}' is not one of none, add, mul, max, min")
     return r
 
 
 @kernel("ScatterElements", BOTH, prepare=_plan)
 def _scatter_elements(plan, data, indices, updates):
-    ax = int(plan.get("axis", 0)) % data.ndim
+    ax = int(plan.attr("axis", 0)) % data.ndim
     out = np.array(data, copy=True)
     idx = _wrap(plan, indices, data.shape[ax])
     red = _reduction(plan)
@@ -159,9 +154,9 @@ def _scatter_nd(plan, data, indices, updates):
 def _trilu(plan, x, k=None):
     kk = 0 if k is None else int(np.asarray(k).ravel()[0])
     if x.ndim < 2:
-        raise InputError(f"{plan['where']}: Trilu needs a tensor of rank >= 2")
+        raise InputError(f"{plan.where}: Trilu needs a tensor of rank >= 2")
     rows, cols = x.shape[-2:]
-    keep = np.triu(np.ones((rows, cols), bool), kk) if int(plan.get("upper", 1)) else \
+    keep = np.triu(np.ones((rows, cols), bool), kk) if int(plan.attr("upper", 1)) else \
         np.tril(np.ones((rows, cols), bool), kk)
     return np.where(keep, x, np.zeros((), x.dtype))
 
@@ -169,15 +164,15 @@ def _trilu(plan, x, k=None):
 @kernel("TopK", BOTH, prepare=_plan)
 def _topk(plan, x, k):
     kk = int(np.asarray(k).ravel()[0])
-    ax = int(plan.get("axis", -1)) % x.ndim
+    ax = int(plan.attr("axis", -1)) % x.ndim
     if not 0 <= kk <= x.shape[ax]:
-        raise InputError(f"{plan['where']}: k = {kk} outside 0..{x.shape[ax]}")
-    largest = int(plan.get("largest", 1))
+        raise InputError(f"{plan.where}: k = {kk} outside 0..{x.shape[ax]}")
+    largest = int(plan.attr("largest", 1))
     # equal values keep the lower index first (ONNX); a stable sort of -x does that for largest
     key = -x.astype(np.float64 if x.dtype.kind == "f" else np.int64) if largest else x
     order = np.argsort(key, axis=ax, kind="stable")
     idx = np.take(order, np.arange(kk), axis=ax)
-    dts = plan.get("out_dtypes") or []
+    dts = plan.out_dtypes
     idt = np.dtype(dts[1]) if len(dts) > 1 and dts[1] and np.dtype(dts[1]).kind in "iu" else np.int64
     return np.take_along_axis(x, idx, axis=ax), idx.astype(idt)  # TFLite TOPK_V2: int32 indices
 
@@ -185,7 +180,7 @@ def _topk(plan, x, k):
 @kernel("Compress", BOTH, prepare=_plan)
 def _compress(plan, x, condition):
     cond = np.asarray(condition).astype(bool).ravel()
-    ax = plan.get("axis")
+    ax = plan.attr("axis")
     if ax is None:
         return np.compress(cond, x.ravel())  # a shorter condition selects from the leading elements
     return np.compress(cond, x, axis=int(ax) % x.ndim)
@@ -193,7 +188,7 @@ def _compress(plan, x, condition):
 
 @kernel("ReverseSequence", BOTH, prepare=_plan)
 def _reverse_sequence(plan, x, sequence_lens):
-    bax, tax = int(plan.get("batch_axis", 1)), int(plan.get("time_axis", 0))
+    bax, tax = int(plan.attr("batch_axis", 1)), int(plan.attr("time_axis", 0))
     out = np.array(x, copy=True)
     for b, n in enumerate(np.asarray(sequence_lens).astype(np.int64).ravel()):
         src = [slice(None)] * x.ndim
@@ -210,17 +205,17 @@ def _reverse_sequence(plan, x, sequence_lens):
 @kernel("CumSum", "float", prepare=_plan)
 def _cumsum(plan, x, axis):
     ax = int(np.asarray(axis).ravel()[0]) % max(x.ndim, 1)
-    y = np.flip(x, ax) if int(plan.get("reverse", 0)) else x
+    y = np.flip(x, ax) if int(plan.attr("reverse", 0)) else x
     c = np.cumsum(y, axis=ax, dtype=x.dtype)
-    if int(plan.get("exclusive", 0)):
+    if int(plan.attr("exclusive", 0)):
         c = np.concatenate([np.zeros_like(np.take(c, [0], axis=ax)), np.take(c, np.arange(c.shape[ax] - 1), axis=ax)],
                            axis=ax)
-    return np.flip(c, ax) if int(plan.get("reverse", 0)) else c
+    return np.flip(c, ax) if int(plan.attr("reverse", 0)) else c
 
 
 @kernel("Hardmax", "float", prepare=_plan)
 def _hardmax(plan, x):
-    ax = int(plan.get("axis", -1)) % x.ndim
+    ax = int(plan.attr("axis", -1)) % x.ndim
     first = np.expand_dims(np.argmax(x, axis=ax), ax)
     out = np.zeros_like(x)
     np.put_along_axis(out, first, 1, axis=ax)
@@ -229,7 +224,7 @@ def _hardmax(plan, x):
 
 @kernel("MeanVarianceNormalization", "float", prepare=_plan)
 def _mvn(plan, x):
-    axes = tuple(ints(plan.get("axes")) or (0, 2, 3))
+    axes = tuple(ints(plan.attr("axes")) or (0, 2, 3))
     mean = np.mean(x, axis=axes, keepdims=True)
     std = np.sqrt(np.mean(np.square(x), axis=axes, keepdims=True) - np.square(mean))
     return ((x - mean) / (std + 1e-9)).astype(x.dtype)
@@ -276,7 +271,7 @@ def _scatter_nd_to_shape(plan, indices, updates, shape):
     flat_idx = idx.reshape(-1, k)
     upd = np.asarray(updates).reshape((flat_idx.shape[0],) + out.shape[k:])
     if np.any(flat_idx < 0) or np.any(flat_idx >= np.asarray(out.shape[:k])):
-        raise InputError(f"{plan['where']}: SCATTER_ND index out of bounds for shape {list(out.shape)}")
+        raise InputError(f"{plan.where}: SCATTER_ND index out of bounds for shape {list(out.shape)}")
     with np.errstate(over="ignore"):
         np.add.at(out, tuple(flat_idx.T), upd)
     return out

@@ -5,6 +5,8 @@ the end.  Integer inputs without quantization compute in float32 under this vari
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import ModelError
@@ -23,10 +25,31 @@ def matmul(plan, a, b):
     return np.matmul(a.astype(cdt, copy=False), b.astype(cdt, copy=False)).astype(_out(a), copy=False)
 
 
-def _prepare_gemm(node, ctx):
+@dataclass(frozen=True)
+class GemmPlan:
+    alpha: float
+    beta: float
+    transA: int
+    transB: int
+    name: str
+
+
+@dataclass(frozen=True)
+class FullyConnectedPlan:
+    keep_num_dims: bool
+    name: str
+
+
+@dataclass(frozen=True)
+class BatchMatMulPlan:
+    adj_x: bool
+    adj_y: bool
+
+
+def _prepare_gemm(node, ctx) -> GemmPlan:
     a = node.attrs
-    return {"alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0)),
-            "transA": int(a.get("transA", 0)), "transB": int(a.get("transB", 0)), "name": node.name}
+    return GemmPlan(float(a.get("alpha", 1.0)), float(a.get("beta", 1.0)), int(a.get("transA", 0)),
+                    int(a.get("transB", 0)), node.name)
 
 
 @kernel("Gemm", "float", prepare=_prepare_gemm)
@@ -35,21 +58,21 @@ def gemm(plan, a, b, c=None):
     cdt, odt = compute_dtype(a), _out(a)
     a = a.astype(cdt, copy=False)
     b = b.astype(cdt, copy=False)
-    if plan["transA"]:
+    if plan.transA:
         a = a.T
-    if plan["transB"]:
+    if plan.transB:
         b = b.T
     y = a @ b
-    if plan["alpha"] != 1.0:
-        y = y * cdt.type(plan["alpha"])
+    if plan.alpha != 1.0:
+        y = y * cdt.type(plan.alpha)
     if c is not None:
         cc = c.astype(cdt, copy=False)
-        y = y + (cc if plan["beta"] == 1.0 else cc * cdt.type(plan["beta"]))
+        y = y + (cc if plan.beta == 1.0 else cc * cdt.type(plan.beta))
     return y.astype(odt, copy=False)
 
 
-def _prepare_fc(node, ctx):
-    return {"keep_num_dims": bool(node.attrs.get("keep_num_dims", False)), "name": node.name}
+def _prepare_fc(node, ctx) -> FullyConnectedPlan:
+    return FullyConnectedPlan(bool(node.attrs.get("keep_num_dims", False)), node.name)
 
 
 @kernel("FullyConnected", "float", prepare=_prepare_fc)
@@ -61,20 +84,20 @@ def fully_connected(plan, x, w, b=None):
     cdt = compute_dtype(x)
     n_in = w.shape[1]
     if x.size % n_in:
-        raise ModelError(f"node '{plan['name']}': input of {x.size} elements not divisible by "
+        raise ModelError(f"node '{plan.name}': input of {x.size} elements not divisible by "
                          f"weight input size {n_in}")
     x2 = x.astype(cdt, copy=False).reshape(-1, n_in)
     y = x2 @ w.astype(cdt, copy=False).T
     if b is not None:
         y = y + b.astype(cdt, copy=False).reshape(-1)
-    if plan["keep_num_dims"]:
+    if plan.keep_num_dims:
         y = y.reshape(x.shape[:-1] + (w.shape[0],))
     return y.astype(_out(x), copy=False)
 
 
-def _prepare_bmm(node, ctx):
+def _prepare_bmm(node, ctx) -> BatchMatMulPlan:
     a = node.attrs
-    return {"adj_x": bool(a.get("adj_x", False)), "adj_y": bool(a.get("adj_y", False))}
+    return BatchMatMulPlan(bool(a.get("adj_x", False)), bool(a.get("adj_y", False)))
 
 
 @kernel("BatchMatMul", "float", prepare=_prepare_bmm)
@@ -83,8 +106,8 @@ def batch_matmul(plan, a, b):
     cdt, odt = compute_dtype(a), _out(a)
     a = a.astype(cdt, copy=False)
     b = b.astype(cdt, copy=False)
-    if plan["adj_x"]:
+    if plan.adj_x:
         a = np.swapaxes(a, -1, -2)
-    if plan["adj_y"]:
+    if plan.adj_y:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b).astype(odt, copy=False)

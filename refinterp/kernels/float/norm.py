@@ -7,6 +7,8 @@ The channel axis is 1 for ``layout`` NCHW (ONNX default) and -1 for NHWC.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..spatial import compute_dtype, out_dtype
@@ -14,7 +16,8 @@ from ..registry import kernel
 
 
 def _channel_axis(plan, x) -> int:
-    return x.ndim - 1 if plan.get("layout") == "NHWC" else min(1, x.ndim - 1)
+    layout = plan.layout if isinstance(plan, BatchNormPlan) else plan.attr("layout")
+    return x.ndim - 1 if layout == "NHWC" else min(1, x.ndim - 1)
 
 
 def _per_channel(v, cdt, ndim: int, axis: int) -> np.ndarray:
@@ -23,10 +26,18 @@ def _per_channel(v, cdt, ndim: int, axis: int) -> np.ndarray:
     return np.asarray(v, dtype=cdt).reshape(shape)
 
 
-def _prepare_bn(node, ctx):
+@dataclass(frozen=True)
+class BatchNormPlan:
+    epsilon: float
+    momentum: float
+    training_mode: int
+    layout: str  # NCHW | NHWC
+
+
+def _prepare_bn(node, ctx) -> BatchNormPlan:
     a = node.attrs
-    return {"epsilon": float(a.get("epsilon", 1e-5)), "momentum": float(a.get("momentum", 0.9)),
-            "training_mode": int(a.get("training_mode", 0)), "layout": a.get("layout") or "NCHW"}
+    return BatchNormPlan(float(a.get("epsilon", 1e-5)), float(a.get("momentum", 0.9)),
+                         int(a.get("training_mode", 0)), a.get("layout") or "NCHW")
 
 
 @kernel("BatchNormalization", "float", prepare=_prepare_bn)
@@ -40,13 +51,13 @@ def batch_normalization(plan, x, scale, bias, mean, var):
     ax = _channel_axis(plan, x)
     xc = x.astype(cdt, copy=False)
     pc = (lambda v: _per_channel(v, cdt, x.ndim, ax))
-    eps = cdt.type(plan["epsilon"])
-    if plan["training_mode"]:
+    eps = cdt.type(plan.epsilon)
+    if plan.training_mode:
         red = tuple(i for i in range(x.ndim) if i != ax)
         bmean = xc.mean(axis=red)
         bvar = xc.var(axis=red)
         y = (xc - pc(bmean)) / np.sqrt(pc(bvar) + eps) * pc(scale) + pc(bias)
-        m = cdt.type(plan["momentum"])
+        m = cdt.type(plan.momentum)
         rm = np.asarray(mean, cdt) * m + bmean * (1 - m)
         rv = np.asarray(var, cdt) * m + bvar * (1 - m)
         od = out_dtype(x)
@@ -55,32 +66,39 @@ def batch_normalization(plan, x, scale, bias, mean, var):
     return y.astype(out_dtype(x), copy=False)
 
 
-def _prepare_ln(node, ctx):
+@dataclass(frozen=True)
+class LayerNormPlan:
+    axis: int
+    epsilon: float
+    stash_type: int  # 1: statistics in float32
+    n_outputs: int
+
+
+def _prepare_ln(node, ctx) -> LayerNormPlan:
     a = node.attrs
-    return {"axis": int(a.get("axis", -1)), "epsilon": float(a.get("epsilon", 1e-5)),
-            "stash_type": int(a.get("stash_type", 1)),
-            "n_outputs": len(node.outputs)}
+    return LayerNormPlan(int(a.get("axis", -1)), float(a.get("epsilon", 1e-5)), int(a.get("stash_type", 1)),
+                         len(node.outputs))
 
 
 @kernel("LayerNormalization", "float", prepare=_prepare_ln)
 def layer_normalization(plan, x, scale, bias=None):
     """Normalize over axes [axis, rank); outputs Y and, when asked, Mean and InvStdDev
     (shape x.shape[:axis] + 1s, in the stash type)."""
-    axis = plan["axis"] % x.ndim
-    cdt = np.dtype(np.float32) if plan["stash_type"] == 1 and x.dtype != np.float64 else compute_dtype(x)
-    if plan["stash_type"] != 1 and x.dtype == np.float16:
+    axis = plan.axis % x.ndim
+    cdt = np.dtype(np.float32) if plan.stash_type == 1 and x.dtype != np.float64 else compute_dtype(x)
+    if plan.stash_type != 1 and x.dtype == np.float16:
         cdt = np.dtype(np.float16)
     xc = x.astype(cdt, copy=False)
     red = tuple(range(axis, x.ndim))
     mean = xc.mean(axis=red, keepdims=True)
     d = xc - mean
     var = (d * d).mean(axis=red, keepdims=True)
-    inv = (1 / np.sqrt(var + cdt.type(plan["epsilon"]))).astype(cdt)
+    inv = (1 / np.sqrt(var + cdt.type(plan.epsilon))).astype(cdt)
     y = d * inv * np.asarray(scale, cdt)
     if bias is not None:
         y = y + np.asarray(bias, cdt)
     y = y.astype(out_dtype(x), copy=False)
-    if plan["n_outputs"] > 1:
+    if plan.n_outputs > 1:
         return y, mean, inv
     return y
 
@@ -94,7 +112,7 @@ def instance_normalization(plan, x, scale, bias):
     red = tuple(i for i in range(1, x.ndim) if i != ax)
     mean = xc.mean(axis=red, keepdims=True)
     var = ((xc - mean) ** 2).mean(axis=red, keepdims=True)
-    eps = cdt.type(float(plan.get("epsilon", 1e-5)))
+    eps = cdt.type(float(plan.attr("epsilon", 1e-5)))
     y = (xc - mean) / np.sqrt(var + eps) * _per_channel(scale, cdt, x.ndim, ax) \
         + _per_channel(bias, cdt, x.ndim, ax)
     return y.astype(out_dtype(x), copy=False)
@@ -104,8 +122,8 @@ def instance_normalization(plan, x, scale, bias):
 def lp_normalization(plan, x):
     """x / ||x||_p along ``axis`` (p = 1 or 2, no epsilon); a zero vector stays 0 (ONNX's own test data)."""
     cdt = compute_dtype(x)
-    axis = int(plan.get("axis", -1))
-    p = int(plan.get("p", 2))
+    axis = int(plan.attr("axis", -1))
+    p = int(plan.attr("p", 2))
     xc = x.astype(cdt, copy=False)
     if p == 1:
         norm = np.abs(xc).sum(axis=axis, keepdims=True)
@@ -118,10 +136,10 @@ def lp_normalization(plan, x):
 def lrn(plan, x):
     """ONNX LRN: y = x / (bias + alpha/size * sum_{c' in [c - (size-1)//2, c + ceil((size-1)/2)]} x^2)^beta."""
     cdt = compute_dtype(x)
-    size = int(plan["size"])
-    alpha = float(plan.get("alpha", 1e-4))
-    beta = float(plan.get("beta", 0.75))
-    bias = float(plan.get("bias", 1.0))
+    size = int(plan.attr("size"))
+    alpha = float(plan.attr("alpha", 1e-4))
+    beta = float(plan.attr("beta", 0.75))
+    bias = float(plan.attr("bias", 1.0))
     ax = _channel_axis(plan, x)
     xc = np.moveaxis(x.astype(cdt, copy=False), ax, -1)
     sq = xc * xc
@@ -140,8 +158,8 @@ def l2_normalization(plan, x):
     """TFLite L2_NORMALIZATION float: y = x / max(sqrt(sum x^2), 1e-6) along the last axis
     (reference_ops / optimized_ops: epsilon applies to the norm, not to the squared sum)."""
     cdt = compute_dtype(x)
-    axis = int(plan.get("axis", -1))
-    eps = cdt.type(float(plan.get("epsilon", 1e-6)))
+    axis = int(plan.attr("axis", -1))
+    eps = cdt.type(float(plan.attr("epsilon", 1e-6)))
     xc = x.astype(cdt, copy=False)
     norm = np.maximum(np.sqrt((xc * xc).sum(axis=axis, keepdims=True)), eps)
     return (xc / norm).astype(out_dtype(x), copy=False)

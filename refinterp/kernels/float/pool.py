@@ -158,7 +158,7 @@ def lp_pool(plan: PoolPlan, x):
 
 
 def _global_axes(plan, x):
-    return tuple(range(1, x.ndim - 1)) if plan.get("layout") == "NHWC" else tuple(range(2, x.ndim))
+    return tuple(range(1, x.ndim - 1)) if plan.attr("layout") == "NHWC" else tuple(range(2, x.ndim))
 
 
 @kernel("GlobalAveragePool", "float")
@@ -175,6 +175,6 @@ def global_max_pool(plan, x):
 @kernel("GlobalLpPool", "float")
 def global_lp_pool(plan, x):
     cdt = compute_dtype(x)
-    p = float(plan.get("p", 2))
+    p = float(plan.attr("p", 2))
     s = np.sum(np.abs(x.astype(cdt, copy=False)) ** p, axis=_global_axes(plan, x), keepdims=True)
     return (s ** (1.0 / p)).astype(out_dtype(x))

@@ -13,6 +13,8 @@ Numeric contracts
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
@@ -77,15 +79,42 @@ def reshape_param(v: np.ndarray, shape: tuple[int, ...], axis: int, block: int) 
     return np.take(rep, np.arange(shape[axis]), axis=axis)
 
 
-def ql_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class QuantizeLinearPlan:
+    axis: int
+    block: int  # block_size (0: per tensor / per axis)
+    target: tuple  # (storage dtype, qmin, qmax)
+    precision: np.dtype | None  # the division's dtype (ONNX ``precision``), None: that of x
+
+
+@dataclass(frozen=True)
+class DequantizeLinearPlan:
+    axis: int
+    block: int
+    out: np.dtype | None  # output_dtype, None: the scale's
+
+
+@dataclass(frozen=True)
+class TfliteQuantizePlan:
+    out_q: QuantParams
+    target: tuple  # (storage dtype, qmin, qmax)
+    in_q: QuantParams | None  # requantize from this when the input is integer
+
+
+@dataclass(frozen=True)
+class TfliteDequantizePlan:
+    q: QuantParams | None
+
+
+def ql_prepare(node: Node, ctx: PrepareContext) -> QuantizeLinearPlan:
     target = _onnx_target(node, ctx)
     if target not in _TARGETS:
         raise UnsupportedOpError(f"{where(node)}: QuantizeLinear to {target} is not supported")
     prec = int(node.attr("precision", 0) or 0)
     if prec and prec not in (1, 10, 11):
         raise UnsupportedOpError(f"{where(node)}: QuantizeLinear precision {prec} is not supported")
-    return {"axis": int(node.attr("axis", 1)), "block": int(node.attr("block_size", 0) or 0),
-            "target": _TARGETS[target], "precision": np.dtype(_ONNX_CODES[prec]) if prec else None}
+    return QuantizeLinearPlan(int(node.attr("axis", 1)), int(node.attr("block_size", 0) or 0), _TARGETS[target],
+                              np.dtype(_ONNX_CODES[prec]) if prec else None)
 
 
 @kernel("QuantizeLinear", "float", prepare=ql_prepare, raw_inputs=True)
@@ -93,43 +122,43 @@ def quantize_linear(plan, x, scale, zp=None):
     y = fast_quantize(plan, x, scale, zp) if _FAST else None  # None: not covered (NumPy path)
     if y is not None:
         return y
-    dt, lo, hi = plan["target"]
-    s = reshape_param(np.asarray(scale), x.shape, plan["axis"], plan["block"])
-    if plan["precision"] is not None:
-        v = x.astype(plan["precision"]) / np.asarray(s).astype(plan["precision"])
+    dt, lo, hi = plan.target
+    s = reshape_param(np.asarray(scale), x.shape, plan.axis, plan.block)
+    if plan.precision is not None:
+        v = x.astype(plan.precision) / np.asarray(s).astype(plan.precision)
     else:
         v = x / s
     with np.errstate(invalid="ignore"):
         r = np.rint(v).astype(np.float64)
         r = np.where(np.isnan(r), -2.0 ** 31, r)  # NaN behaves like the x86 int32 conversion
     if zp is not None:
-        r = r + reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"]).astype(np.float64)
+        r = r + reshape_param(np.asarray(zp), x.shape, plan.axis, plan.block).astype(np.float64)
     return np.clip(r, lo, hi).astype(dt)
 
 
-def dql_prepare(node: Node, ctx: PrepareContext) -> dict:
+def dql_prepare(node: Node, ctx: PrepareContext) -> DequantizeLinearPlan:
     code = int(node.attr("output_dtype", 0) or 0)
     out = None
     if code:
         if code not in (1, 10, 11):
             raise UnsupportedOpError(f"{where(node)}: DequantizeLinear output_dtype {code} is not supported")
         out = np.dtype(_ONNX_CODES[code])
-    return {"axis": int(node.attr("axis", 1)), "block": int(node.attr("block_size", 0) or 0), "out": out}
+    return DequantizeLinearPlan(int(node.attr("axis", 1)), int(node.attr("block_size", 0) or 0), out)
 
 
 @kernel("DequantizeLinear", "float", prepare=dql_prepare, raw_inputs=True)
 def dequantize_linear(plan, x, scale, zp=None):
     scale = np.asarray(scale)
     if x.dtype.kind == "f":  # produced by a float-compute node: already the real value
-        return x.astype(plan["out"] if plan["out"] is not None else scale.dtype, copy=False)
+        return x.astype(plan.out if plan.out is not None else scale.dtype, copy=False)
     y = fast_dequantize(plan, x, scale, zp) if _FAST else None
     if y is not None:
         return y
     dx = x.astype(np.float32)
     if zp is not None:
-        dx = dx - reshape_param(np.asarray(zp), x.shape, plan["axis"], plan["block"])
-    y = dx * reshape_param(scale, x.shape, plan["axis"], plan["block"])
-    return np.asarray(y).astype(plan["out"] if plan["out"] is not None else scale.dtype)
+        dx = dx - reshape_param(np.asarray(zp), x.shape, plan.axis, plan.block)
+    y = dx * reshape_param(scale, x.shape, plan.axis, plan.block)
+    return np.asarray(y).astype(plan.out if plan.out is not None else scale.dtype)
 
 
 # -- TFLite QUANTIZE / DEQUANTIZE --------------------------------------------------------------
@@ -138,7 +167,7 @@ def _round_half_away(v: np.ndarray) -> np.ndarray:
     return np.sign(v) * np.floor(np.abs(v) + v.dtype.type(0.5))
 
 
-def _tfl_quantize_prepare(node: Node, ctx: PrepareContext) -> dict:
+def _tfl_quantize_prepare(node: Node, ctx: PrepareContext) -> TfliteQuantizePlan:
     out = ctx.outputs[0]
     if out.quant is None:
         raise UnsupportedOpError(f"{where(node)}: Quantize output '{out.name}' has no quantization")
@@ -146,32 +175,31 @@ def _tfl_quantize_prepare(node: Node, ctx: PrepareContext) -> dict:
     if name not in _TARGETS:
         raise UnsupportedOpError(f"{where(node)}: Quantize to {name} is not supported")
     src = ctx.inputs[0] if ctx.inputs else None
-    return {"out_q": out.quant, "target": _TARGETS[name],
-            "in_q": src.quant if src is not None and src.quant is not None else None}
+    return TfliteQuantizePlan(out.quant, _TARGETS[name], src.quant if src is not None and src.quant is not None else None)
 
 
 @kernel("Quantize", "float", prepare=_tfl_quantize_prepare, raw_inputs=True)
 def _tfl_quantize(plan, x):
-    dt, lo, hi = plan["target"]
+    dt, lo, hi = plan.target
     if x.dtype.kind in "iu":
-        in_q: QuantParams | None = plan["in_q"]
+        in_q: QuantParams | None = plan.in_q
         x = dequantize(x, in_q) if in_q is not None else x.astype(np.float32)
     x = x.astype(np.float32, copy=False)
-    s, z = plan["out_q"].broadcast(x.shape)
+    s, z = plan.out_q.broadcast(x.shape)
     with np.errstate(invalid="ignore", divide="ignore"):
         v = _round_half_away((x / s.astype(np.float32)).astype(np.float32))
     r = v.astype(np.float64) + z
     return np.clip(np.nan_to_num(r, nan=lo), lo, hi).astype(dt)
 
 
-def _tfl_dequantize_prepare(node: Node, ctx: PrepareContext) -> dict:
+def _tfl_dequantize_prepare(node: Node, ctx: PrepareContext) -> TfliteDequantizePlan:
     src = ctx.inputs[0] if ctx.inputs else None
-    return {"q": None if src is None else src.quant}
+    return TfliteDequantizePlan(None if src is None else src.quant)
 
 
 @kernel("Dequantize", "float", prepare=_tfl_dequantize_prepare, raw_inputs=True)
 def _tfl_dequantize(plan, x):
-    if x.dtype.kind == "f" or plan["q"] is None:
+    if x.dtype.kind == "f" or plan.q is None:
         return x.astype(np.float32)
-    s, z = plan["q"].broadcast(x.shape)
+    s, z = plan.q.broadcast(x.shape)
     return (s.astype(np.float64) * (x.astype(np.int64) - z)).astype(np.float32)

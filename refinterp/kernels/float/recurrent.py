@@ -132,7 +132,7 @@ def _run(plan, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
     t_len, batch = x.shape[0], x.shape[1]
     hid = w.shape[1] // g
     if plan.hidden is not None and int(plan.hidden) != hid:
-        raise InputError(f"{plan.where}: hidden_size {plan['hidden']} but W has {w.shape[1]} rows for {g} gates")
+        raise InputError(f"{plan.where}: hidden_size {plan.hidden} but W has {w.shape[1]} rows for {g} gates")
     n_dir = plan.n_dir
     lens = np.full(batch, t_len, np.int64) if seq_lens is None else np.asarray(seq_lens).astype(np.int64)
     if np.any(lens < 0) or np.any(lens > t_len):

@@ -6,6 +6,8 @@ products, -inf / +inf (or the integer type's min / max) for ReduceMax / ReduceMi
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.ir import Node
@@ -15,14 +17,22 @@ _REDUCE_OPS = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"
                "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 
 
-def _reduce_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class ReducePlan:
+    op: str
+    keepdims: bool
+    noop: bool  # noop_with_empty_axes
+    axes: list[int] | None  # None: every axis, or given at run time (``dynamic_axes``)
+    dynamic_axes: bool
+
+
+def _reduce_prepare(node: Node, ctx: PrepareContext) -> ReducePlan:
     axes = ctx.const(1)
     if axes is None and "axes" in node.attrs:  # pre-opset-18 attribute form
         axes = np.asarray(node.attrs["axes"], dtype=np.int64)
-    return {"op": node.op, "keepdims": bool(int(node.attr("keepdims", 1))),
-            "noop": bool(int(node.attr("noop_with_empty_axes", 0))),
-            "axes": None if axes is None else [int(a) for a in np.asarray(axes).ravel()],
-            "dynamic_axes": axes is None and len(node.inputs) > 1 and bool(node.inputs[1])}
+    return ReducePlan(node.op, bool(int(node.attr("keepdims", 1))), bool(int(node.attr("noop_with_empty_axes", 0))),
+                      None if axes is None else [int(a) for a in np.asarray(axes).ravel()],
+                      axes is None and len(node.inputs) > 1 and bool(node.inputs[1]))
 
 
 def _extreme(dtype: np.dtype, high: bool):
@@ -78,16 +88,16 @@ def _reduce(op: str, x: np.ndarray, ax: tuple[int, ...], keep: bool) -> np.ndarr
 
 
 def _reduce_run(plan, x, axes=None):
-    axes_list = plan["axes"]
+    axes_list = plan.axes
     if axes_list is None and axes is not None:
         axes_list = [int(a) for a in np.asarray(axes).ravel()]
     if not axes_list:
         # noop_with_empty_axes reduces over the empty set: only the element-wise part applies
         # (ReduceSumSquare squares, ReduceL2 takes |x| ...), as onnx.reference and ONNX Runtime do.
-        ax = () if plan["noop"] else tuple(range(x.ndim))
+        ax = () if plan.noop else tuple(range(x.ndim))
     else:
         ax = tuple(sorted({a % x.ndim for a in axes_list})) if x.ndim else ()
-    y = _reduce(plan["op"], x, ax, plan["keepdims"])
+    y = _reduce(plan.op, x, ax, plan.keepdims)
     return np.asarray(y).astype(x.dtype, copy=False)
 
 
@@ -95,25 +105,33 @@ for _op in _REDUCE_OPS:
     kernel(_op, "float", prepare=_reduce_prepare)(_reduce_run)
 
 
-def _arg_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class ArgPlan:
+    axis: int
+    keepdims: bool
+    last: bool  # select_last_index
+    dtype: np.dtype
+    max: bool
+
+
+def _arg_prepare(node: Node, ctx: PrepareContext) -> ArgPlan:
     axis = node.attr("axis")
     if axis is None:  # TFLite ARG_MAX / ARG_MIN pass the axis as a constant input
         c = ctx.const(1)
         axis = 0 if c is None else int(np.asarray(c).ravel()[0])
     out = ctx.outputs[0].dtype if ctx.outputs and ctx.outputs[0].dtype else "int64"
-    return {"axis": int(axis), "keepdims": bool(int(node.attr("keepdims", 1))),
-            "last": bool(int(node.attr("select_last_index", 0))), "dtype": np.dtype(out),
-            "max": node.op == "ArgMax"}
+    return ArgPlan(int(axis), bool(int(node.attr("keepdims", 1))), bool(int(node.attr("select_last_index", 0))),
+                   np.dtype(out), node.op == "ArgMax")
 
 
 @kernel(("ArgMax", "ArgMin"), ("float", "int"), prepare=_arg_prepare)
 def _arg(plan, x, axis_in=None):
-    ax = plan["axis"] % max(x.ndim, 1)
-    fn = np.argmax if plan["max"] else np.argmin
-    if plan["last"]:
+    ax = plan.axis % max(x.ndim, 1)
+    fn = np.argmax if plan.max else np.argmin
+    if plan.last:
         idx = x.shape[ax] - 1 - fn(np.flip(x, axis=ax), axis=ax, keepdims=True)
     else:
         idx = fn(x, axis=ax, keepdims=True)
-    if not plan["keepdims"]:
+    if not plan.keepdims:
         idx = np.squeeze(idx, axis=ax)
-    return idx.astype(plan["dtype"])
+    return idx.astype(plan.dtype)

@@ -16,6 +16,9 @@ window is given), multiplies by the window and transforms each frame.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from refinterp.errors import ModelError
@@ -74,20 +77,34 @@ def _pairs(z: np.ndarray, dtype) -> np.ndarray:
     return np.stack([np.real(z), np.imag(z)], axis=-1).astype(dtype)
 
 
-def _prepare_dft(node, ctx):
+@dataclass(frozen=True)
+class DftPlan:
+    axis_attr: int | None  # None: the axis input (opset 20) or -2
+    inverse: int = 0
+    onesided: int = 0
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    dtype: Any
+    periodic: int = 1
+    op: str = ""
+
+
+def _prepare_dft(node, ctx) -> DftPlan:
     a = node.attrs
-    return {"axis_attr": a.get("axis"), "inverse": int(a.get("inverse", 0)), "onesided": int(a.get("onesided", 0))}
+    return DftPlan(a.get("axis"), int(a.get("inverse", 0)), int(a.get("onesided", 0)))
 
 
 @kernel("DFT", "float", prepare=_prepare_dft)
 def _dft(plan, x, dft_length=None, axis=None):
     x = np.asarray(x)
-    ax = plan["axis_attr"] if plan["axis_attr"] is not None else _int(axis, -2)
+    ax = plan.axis_attr if plan.axis_attr is not None else _int(axis, -2)
     ax = int(ax) % x.ndim
     if ax == x.ndim - 1:
         raise ModelError("DFT axis cannot be the last (real / imaginary) dimension")
     z = _as_complex(x)  # the signal axis keeps its index (the pair dimension was last)
-    inverse, onesided = plan["inverse"], plan["onesided"]
+    inverse, onesided = plan.inverse, plan.onesided
     n = _int(dft_length)
     if inverse and onesided:
         n = n if n is not None else 2 * (z.shape[ax] - 1)
@@ -99,8 +116,8 @@ def _dft(plan, x, dft_length=None, axis=None):
     return _pairs(y, x.dtype)
 
 
-def _prepare_stft(node, ctx):
-    return {"onesided": int(node.attrs.get("onesided", 1))}
+def _prepare_stft(node, ctx) -> DftPlan:
+    return DftPlan(None, onesided=int(node.attrs.get("onesided", 1)))
 
 
 @kernel("STFT", "float", prepare=_prepare_stft)
@@ -122,7 +139,7 @@ def _stft(plan, signal, frame_step, window=None, frame_length=None):
     if w is not None:
         f = f * w
     y = np.fft.fft(f, n=n, axis=-1)
-    if plan["onesided"]:
+    if plan.onesided:
         y = y[..., :n // 2 + 1]
     return _pairs(y, x.dtype)
 
@@ -135,7 +152,7 @@ def _prepare_window(node, ctx):
     code = int(node.attrs.get("output_datatype", 1))
     if code not in _ONNX_FLOAT_TYPES:
         raise ModelError(f"node '{node.name}' ({node.op}): output_datatype {code} is not supported")
-    return {"periodic": int(node.attrs.get("periodic", 1)), "dtype": _ONNX_FLOAT_TYPES[code], "op": node.op}
+    return WindowPlan(_ONNX_FLOAT_TYPES[code], int(node.attrs.get("periodic", 1)), node.op)
 
 
 _WINDOWS = {"HannWindow": ((0.5, -0.5, 0.0)), "HammingWindow": ((25 / 46, -(1 - 25 / 46), 0.0)),
@@ -145,12 +162,12 @@ _WINDOWS = {"HannWindow": ((0.5, -0.5, 0.0)), "HammingWindow": ((25 / 46, -(1 - 
 def _window(plan, size):
     n = _int(size)
     if n is None or n < 0:
-        raise ModelError(f"{plan['op']} size must be a non-negative integer")
-    a0, a1, a2 = _WINDOWS[plan["op"]]
-    denom = n if plan["periodic"] else n - 1
+        raise ModelError(f"{plan.op} size must be a non-negative integer")
+    a0, a1, a2 = _WINDOWS[plan.op]
+    denom = n if plan.periodic else n - 1
     k = np.arange(n, dtype=np.float64)
     ang = 2 * np.pi * k / denom if denom > 0 else np.zeros(n)
-    return (a0 + a1 * np.cos(ang) + a2 * np.cos(2 * ang)).astype(plan["dtype"])
+    return (a0 + a1 * np.cos(ang) + a2 * np.cos(2 * ang)).astype(plan.dtype)
 
 
 for _op in _WINDOWS:
@@ -161,7 +178,7 @@ def _prepare_mel(node, ctx):
     code = int(node.attrs.get("output_datatype", 1))
     if code not in _ONNX_FLOAT_TYPES:
         raise ModelError(f"node '{node.name}' (MelWeightMatrix): output_datatype {code} is not supported")
-    return {"dtype": _ONNX_FLOAT_TYPES[code]}
+    return WindowPlan(_ONNX_FLOAT_TYPES[code])
 
 
 @kernel("MelWeightMatrix", "float", prepare=_prepare_mel)
@@ -185,4 +202,4 @@ def _mel(plan, num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_ed
                 out[j, i] = (j - left) / (centre - left)
         for j in range(centre, right):
             out[j, i] = (right - j) / (right - centre)
-    return out.astype(plan["dtype"])
+    return out.astype(plan.dtype)

@@ -7,6 +7,8 @@ Cast is float-variant only (it converts values).  Slicing, Pad and depth/space m
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
@@ -45,27 +47,38 @@ def _identity(plan, x):
     return x
 
 
-def _concat_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"axis": int(node.attr("axis", 0))}
+@dataclass(frozen=True)
+class AxisPlan:
+    axis: int
+
+
+@dataclass(frozen=True)
+class ConcatPlan:
+    axis: int
+    rescale: tuple = ()  # per input: None (codes copied) or (s, b)
+    out: tuple | None = None  # (zero point, qmin, qmax, dtype) when any input is rescaled
+
+
+def _concat_prepare(node: Node, ctx: PrepareContext) -> AxisPlan:
+    return AxisPlan(int(node.attr("axis", 0)))
 
 
 @kernel("Concat", "float", prepare=_concat_prepare)
 def _concat(plan, *xs):
     xs = [x for x in xs if x is not None]
-    return np.concatenate(xs, axis=plan["axis"] % xs[0].ndim)
+    return np.concatenate(xs, axis=plan.axis % xs[0].ndim)
 
 
-def _concat_int_prepare(node: Node, ctx: PrepareContext) -> dict:
+def _concat_int_prepare(node: Node, ctx: PrepareContext) -> ConcatPlan:
     """Per input: None (codes copied) or a rescale ``(s, b)``; the rules (and refusals) follow the
     op's ``impl`` setting (``shape_quant.concat_rescale_plan``)."""
-    plan = _concat_prepare(node, ctx)
-    rescale = concat_rescale_plan(node, ctx)
-    plan["rescale"] = rescale
+    rescale = tuple(concat_rescale_plan(node, ctx))
+    out = None
     if any(r is not None for r in rescale):
         oq = ctx.outputs[0].quant
         info = np.iinfo(np.dtype(ctx.outputs[0].dtype))
-        plan["out"] = (int(oq.zero_point[0]), info.min, info.max, np.dtype(ctx.outputs[0].dtype))
-    return plan
+        out = (int(oq.zero_point[0]), info.min, info.max, np.dtype(ctx.outputs[0].dtype))
+    return ConcatPlan(_concat_prepare(node, ctx).axis, rescale, out)
 
 
 @kernel("Concat", "int", prepare=_concat_int_prepare, impls=CONCAT_IMPLS)
@@ -73,28 +86,33 @@ def _concat_int(plan, *xs):
     # Inputs whose params differ from the output's: round_half_away(f32(q * s + b)) + out_zp,
     # clamped to the output type (LiteRT ConcatenationWithScaling, float32 arithmetic).
     parts = []
-    for x, r in zip(xs, plan["rescale"]):
+    for x, r in zip(xs, plan.rescale):
         if x is None:
             continue
         if r is not None:
-            zp, lo, hi, dt = plan["out"]
+            zp, lo, hi, dt = plan.out
             v = (x.astype(np.float32) * r[0] + r[1]).astype(np.float32)
             v = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
             x = np.clip(v.astype(np.int64) + zp, lo, hi).astype(dt)
         parts.append(x)
-    return np.concatenate(parts, axis=plan["axis"] % parts[0].ndim)
+    return np.concatenate(parts, axis=plan.axis % parts[0].ndim)
 
 
-def _transpose_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class PermPlan:
+    perm: list[int] | None  # None: given at run time (or reversed axes)
+
+
+def _transpose_prepare(node: Node, ctx: PrepareContext) -> PermPlan:
     perm = node.attr("perm")
     if perm is None and ctx.const(1) is not None:  # TFLite TRANSPOSE: perm as an input
         perm = ctx.const(1)
-    return {"perm": ints(perm)}
+    return PermPlan(ints(perm))
 
 
 @kernel("Transpose", BOTH, prepare=_transpose_prepare)
 def _transpose(plan, x, perm_in=None):
-    perm = plan["perm"] if plan["perm"] is not None else ints(perm_in)
+    perm = plan.perm if plan.perm is not None else ints(perm_in)
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     return np.array(np.transpose(x, [p % x.ndim for p in perm]), order="C")  # (keeps rank 0)
@@ -102,9 +120,15 @@ def _transpose(plan, x, perm_in=None):
 
 # -- Reshape family ---------------------------------------------------------------------------
 
-def _reshape_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"shape": input_or_attr(node, ctx, 1, "shape"), "allowzero": int(node.attr("allowzero", 0)),
-            "where": where(node)}
+@dataclass(frozen=True)
+class ReshapePlan:
+    shape: list[int] | None  # None: the shape input is computed at run time
+    allowzero: int
+    where: str
+
+
+def _reshape_prepare(node: Node, ctx: PrepareContext) -> ReshapePlan:
+    return ReshapePlan(input_or_attr(node, ctx, 1, "shape"), int(node.attr("allowzero", 0)), where(node))
 
 
 def resolve_shape(shape: list[int], in_shape: tuple[int, ...], allowzero: bool, w: str) -> list[int]:
@@ -122,30 +146,35 @@ def resolve_shape(shape: list[int], in_shape: tuple[int, ...], allowzero: bool, 
 
 @kernel("Reshape", BOTH, prepare=_reshape_prepare)
 def _reshape(plan, x, shape=None):
-    target = plan["shape"] if plan["shape"] is not None else ints(shape)
-    out = resolve_shape(target, x.shape, bool(plan["allowzero"]), plan["where"])
+    target = plan.shape if plan.shape is not None else ints(shape)
+    out = resolve_shape(target, x.shape, bool(plan.allowzero), plan.where)
     if int(np.prod(out)) != x.size:
-        raise InputError(f"{plan['where']}: cannot reshape {list(x.shape)} to {out}")
+        raise InputError(f"{plan.where}: cannot reshape {list(x.shape)} to {out}")
     return x.reshape(out)
 
 
-def _flatten_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"axis": int(node.attr("axis", 1))}
+def _flatten_prepare(node: Node, ctx: PrepareContext) -> AxisPlan:
+    return AxisPlan(int(node.attr("axis", 1)))
 
 
 @kernel("Flatten", BOTH, prepare=_flatten_prepare)
 def _flatten(plan, x):
-    ax = plan["axis"] + x.ndim if plan["axis"] < 0 else plan["axis"]
+    ax = plan.axis + x.ndim if plan.axis < 0 else plan.axis
     return x.reshape(int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
 
 
-def _axes_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"axes": input_or_attr(node, ctx, 1, "axes")}
+@dataclass(frozen=True)
+class AxesPlan:
+    axes: list[int] | None  # None: given at run time
+
+
+def _axes_prepare(node: Node, ctx: PrepareContext) -> AxesPlan:
+    return AxesPlan(input_or_attr(node, ctx, 1, "axes"))
 
 
 @kernel("Squeeze", BOTH, prepare=_axes_prepare)
 def _squeeze(plan, x, axes=None):
-    ax = plan["axes"] if plan["axes"] is not None else ints(axes)
+    ax = plan.axes if plan.axes is not None else ints(axes)
     if not ax:
         return np.squeeze(x)
     return np.squeeze(x, axis=tuple(a % x.ndim for a in ax))
@@ -153,7 +182,7 @@ def _squeeze(plan, x, axes=None):
 
 @kernel("Unsqueeze", BOTH, prepare=_axes_prepare)
 def _unsqueeze(plan, x, axes=None):
-    ax = plan["axes"] if plan["axes"] is not None else ints(axes)
+    ax = plan.axes if plan.axes is not None else ints(axes)
     rank = x.ndim + len(ax)
     return x.reshape(_unsqueezed_shape(x.shape, sorted(a % rank for a in ax)))
 
@@ -165,55 +194,76 @@ def _unsqueezed_shape(shape, axes):
     return out
 
 
-def _expand_dims_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class OptAxisPlan:
+    axis: int | None  # None: given at run time
+
+
+def _expand_dims_prepare(node: Node, ctx: PrepareContext) -> OptAxisPlan:
     check_equal_params(node, ctx, [0])
     ax = input_or_attr(node, ctx, 1, "axis")
-    return {"axis": None if ax is None else ax[0]}
+    return OptAxisPlan(None if ax is None else ax[0])
 
 
 @kernel("ExpandDims", BOTH, prepare=_expand_dims_prepare)
 def _expand_dims(plan, x, axis=None):
-    a = plan["axis"] if plan["axis"] is not None else ints(axis)[0]
+    a = plan.axis if plan.axis is not None else ints(axis)[0]
     return np.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
 
 
 # -- Expand / Tile / Pack / Unpack -------------------------------------------------------------
 
-def _expand_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"shape": input_or_attr(node, ctx, 1, "shape")}
+@dataclass(frozen=True)
+class TargetShapePlan:
+    shape: list[int] | None  # None: given at run time
+
+
+def _expand_prepare(node: Node, ctx: PrepareContext) -> TargetShapePlan:
+    return TargetShapePlan(input_or_attr(node, ctx, 1, "shape"))
 
 
 @kernel("Expand", BOTH, prepare=_expand_prepare)
 def _expand(plan, x, shape=None):
-    target = plan["shape"] if plan["shape"] is not None else ints(shape)
+    target = plan.shape if plan.shape is not None else ints(shape)
     out = np.broadcast_shapes(x.shape, tuple(target))  # ONNX Expand broadcasts both ways
     return np.broadcast_to(x, out).copy()
 
 
-def _tile_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"repeats": input_or_attr(node, ctx, 1, "repeats")}
+@dataclass(frozen=True)
+class RepeatsPlan:
+    repeats: list[int] | None  # None: given at run time
+
+
+def _tile_prepare(node: Node, ctx: PrepareContext) -> RepeatsPlan:
+    return RepeatsPlan(input_or_attr(node, ctx, 1, "repeats"))
 
 
 @kernel("Tile", BOTH, prepare=_tile_prepare)
 def _tile(plan, x, repeats=None):
-    reps = plan["repeats"] if plan["repeats"] is not None else ints(repeats)
+    reps = plan.repeats if plan.repeats is not None else ints(repeats)
     return np.tile(x, reps)
 
 
-def _pack_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class PackPlan:
+    axis: int
+    num: int | None
+
+
+def _pack_prepare(node: Node, ctx: PrepareContext) -> PackPlan:
     check_equal_params(node, ctx)
-    return {"axis": int(node.attr("axis", 0)), "num": node.attr("num")}
+    return PackPlan(int(node.attr("axis", 0)), node.attr("num"))
 
 
 @kernel("Pack", BOTH, prepare=_pack_prepare)
 def _pack(plan, *xs):
     xs = [x for x in xs if x is not None]
-    return np.stack(xs, axis=plan["axis"] % (xs[0].ndim + 1))
+    return np.stack(xs, axis=plan.axis % (xs[0].ndim + 1))
 
 
 @kernel("Unpack", BOTH, prepare=_pack_prepare)
 def _unpack(plan, x):
-    ax = plan["axis"] % x.ndim
+    ax = plan.axis % x.ndim
     return tuple(np.take(x, i, axis=ax) for i in range(x.shape[ax]))
 
 
@@ -225,22 +275,29 @@ def _index_dtype(ctx: PrepareContext) -> np.dtype:
     return np.dtype(dt) if np.dtype(dt).kind in "iu" else np.dtype(np.int64)
 
 
-def _shape_prepare(node: Node, ctx: PrepareContext) -> dict:
-    return {"start": int(node.attr("start", 0)), "end": node.attr("end"), "dtype": _index_dtype(ctx)}
+@dataclass(frozen=True)
+class ShapePlan:
+    start: int = 0
+    end: int | None = None
+    dtype: np.dtype = np.dtype(np.int64)
+
+
+def _shape_prepare(node: Node, ctx: PrepareContext) -> ShapePlan:
+    return ShapePlan(int(node.attr("start", 0)), node.attr("end"), _index_dtype(ctx))
 
 
 @kernel("Shape", BOTH, prepare=_shape_prepare)
 def _shape(plan, x):
     r = x.ndim
-    start = plan["start"] + r if plan["start"] < 0 else plan["start"]
-    end = r if plan["end"] is None else int(plan["end"])
+    start = plan.start + r if plan.start < 0 else plan.start
+    end = r if plan.end is None else int(plan.end)
     end = end + r if end < 0 else end
-    return np.asarray(x.shape[min(max(start, 0), r):min(max(end, 0), r)], dtype=plan["dtype"])
+    return np.asarray(x.shape[min(max(start, 0), r):min(max(end, 0), r)], dtype=plan.dtype)
 
 
-@kernel("Size", BOTH, prepare=lambda node, ctx: {"dtype": _index_dtype(ctx)})
+@kernel("Size", BOTH, prepare=lambda node, ctx: ShapePlan(dtype=_index_dtype(ctx)))
 def _size(plan, x):
-    return np.asarray(x.size, dtype=plan["dtype"])
+    return np.asarray(x.size, dtype=plan.dtype)
 
 
 # ONNX TensorProto.DataType -> NumPy dtype (types NumPy cannot hold are absent).
@@ -252,7 +309,14 @@ SUB_BYTE = {21: (np.uint8, 4, False), 22: (np.int8, 4, True), "uint4": (np.uint8
             "int4": (np.int8, 4, True)}
 
 
-def _cast_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class CastPlan:
+    dtype: np.dtype
+    bits: int = 0  # 4: int4/uint4 values held one per byte
+    signed: bool = False
+
+
+def _cast_prepare(node: Node, ctx: PrepareContext) -> CastPlan:
     to = node.attr("to")
     if to is None:
         if not ctx.outputs or not ctx.outputs[0].dtype:
@@ -262,18 +326,18 @@ def _cast_prepare(node: Node, ctx: PrepareContext) -> dict:
         to = int(to)
     if to in SUB_BYTE:
         dt, bits, signed = SUB_BYTE[to]
-        return {"dtype": np.dtype(dt), "bits": bits, "signed": signed}
+        return CastPlan(np.dtype(dt), bits, signed)
     if isinstance(to, str):
-        return {"dtype": np.dtype(to), "bits": 0}
+        return CastPlan(np.dtype(to))
     dt = ONNX_DTYPES.get(int(to))
     if dt is None:
         raise UnsupportedOpError(f"{where(node)}: Cast to ONNX dtype {to} is not supported")
-    return {"dtype": np.dtype(dt), "bits": 0}
+    return CastPlan(np.dtype(dt))
 
 
 @kernel("Cast", "float", prepare=_cast_prepare)
 def _cast(plan, x):
-    dt = plan["dtype"]
+    dt = plan.dtype
     if dt == np.bool_:
         return x != 0
     if dt.kind in "iu" and x.dtype.kind == "f":
@@ -282,8 +346,8 @@ def _cast(plan, x):
         # ONNX Runtime on x86 wrap the same way for |x| < 2**63; NaN/inf give INT64_MIN -> wrapped).
         with np.errstate(invalid="ignore", over="ignore"):
             x = np.trunc(x).astype(np.int64)
-    if plan["bits"]:
+    if plan.bits:
         # int4 / uint4 keep the low 4 bits (two's complement for int4), as onnx.reference does.
         v = x.astype(np.int64) & 0xF
-        return (np.where(v >= 8, v - 16, v) if plan["signed"] else v).astype(dt)
+        return (np.where(v >= 8, v - 16, v) if plan.signed else v).astype(dt)
     return x.astype(dt)

@@ -1,6 +1,8 @@
 """Pad (constant / reflect / edge / wrap) and DepthToSpace / SpaceToDepth (NCHW and NHWC)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refinterp.errors import InputError
@@ -13,7 +15,17 @@ _NP_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap
              "symmetric": "symmetric"}
 
 
-def _pad_plan(node: Node, ctx: PrepareContext, default_value) -> dict:
+@dataclass(frozen=True)
+class PadPlan:
+    mode: str  # a np.pad mode
+    pads: np.ndarray | None  # None: computed at run time
+    value: np.ndarray | None  # None: from the run-time input, else ``default``
+    default: int | float  # the pad value's default: 0, or the output zero point of a quantized tensor
+    axes: list[int] | None
+    where: str
+
+
+def _pad_plan(node: Node, ctx: PrepareContext, default_value) -> PadPlan:
     mode = str(node.attr("mode", "constant")).lower()
     if mode not in _NP_MODES:
         raise InputError(f"{where(node)}: unknown Pad mode '{mode}'")
@@ -23,22 +35,21 @@ def _pad_plan(node: Node, ctx: PrepareContext, default_value) -> dict:
     value = ctx.const(2)
     if value is None and "value" in node.attrs:
         value = np.asarray(node.attrs["value"])
-    return {"mode": _NP_MODES[mode], "pads": None if pads is None else np.asarray(pads, np.int64),
-            "value": value, "default": default_value, "axes": input_or_attr(node, ctx, 3, "axes"),
-            "where": where(node)}
+    return PadPlan(_NP_MODES[mode], None if pads is None else np.asarray(pads, np.int64), value, default_value,
+                   input_or_attr(node, ctx, 3, "axes"), where(node))
 
 
-def _pad_prepare_float(node: Node, ctx: PrepareContext) -> dict:
+def _pad_prepare_float(node: Node, ctx: PrepareContext) -> PadPlan:
     return _pad_plan(node, ctx, 0)
 
 
-def _pad_prepare_int(node: Node, ctx: PrepareContext) -> dict:
+def _pad_prepare_int(node: Node, ctx: PrepareContext) -> PadPlan:
     # TFLite PAD on quantized tensors pads with the output zero point (real value 0) and copies the
     # input codes even when the input params differ.  ``requires_equal_params`` concerns the
     # mirror modes only (LiteRT MIRROR_PAD refuses unequal params; PAD / PADV2 accept them).
     q = ctx.outputs[0].quant if ctx.outputs else None
     plan = _pad_plan(node, ctx, 0 if q is None else int(q.zero_point.ravel()[0]))
-    if plan["mode"] != "constant":
+    if plan.mode != "constant":
         check_equal_params(node, ctx, [0])
     return plan
 
@@ -59,19 +70,19 @@ def _begin_end(pads: np.ndarray, ndim: int, axes: list[int] | None) -> tuple[lis
 
 
 def _pad(plan, x, pads=None, value=None, axes=None):
-    p = plan["pads"] if plan["pads"] is not None else np.asarray(pads, np.int64)
-    ax = plan["axes"] if plan["axes"] is not None else ints(axes)
+    p = plan.pads if plan.pads is not None else np.asarray(pads, np.int64)
+    ax = plan.axes if plan.axes is not None else ints(axes)
     begin, end = _begin_end(p, x.ndim, ax)
     if len(begin) != x.ndim:
-        raise InputError(f"{plan['where']}: Pad pads have {len(begin)} dims, input has {x.ndim}")
+        raise InputError(f"{plan.where}: Pad pads have {len(begin)} dims, input has {x.ndim}")
     # Negative pads crop first (ONNX); the positive remainder is then padded.
     crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))
     x_c = x[crop]
     width = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-    if plan["mode"] != "constant":
-        return np.pad(x_c, width, mode=plan["mode"])
-    v = plan["value"] if plan["value"] is not None else value
-    v = plan["default"] if v is None or np.asarray(v).size == 0 else np.asarray(v).ravel()[0]
+    if plan.mode != "constant":
+        return np.pad(x_c, width, mode=plan.mode)
+    v = plan.value if plan.value is not None else value
+    v = plan.default if v is None or np.asarray(v).size == 0 else np.asarray(v).ravel()[0]
     return np.pad(x_c, width, mode="constant", constant_values=np.asarray(v).astype(x.dtype))
 
 
@@ -81,16 +92,24 @@ kernel("Pad", "int", prepare=_pad_prepare_int)(_pad)
 
 # -- DepthToSpace / SpaceToDepth ---------------------------------------------------------------
 
-def _d2s_prepare(node: Node, ctx: PrepareContext) -> dict:
+@dataclass(frozen=True)
+class BlockPlan:
+    bs: int
+    mode: str  # DCR | CRD
+    nhwc: bool
+    where: str
+
+
+def _d2s_prepare(node: Node, ctx: PrepareContext) -> BlockPlan:
     bs = node.attr("blocksize", node.attr("block_size"))
-    return {"bs": int(bs), "mode": str(node.attr("mode", "DCR")).upper(),
-            "nhwc": str(node.attr("layout", "NCHW")).upper() == "NHWC", "where": where(node)}
+    return BlockPlan(int(bs), str(node.attr("mode", "DCR")).upper(),
+                     str(node.attr("layout", "NCHW")).upper() == "NHWC", where(node))
 
 
 @kernel("DepthToSpace", ("float", "int"), prepare=_d2s_prepare)
 def _depth_to_space(plan, x):
-    bs, crd = plan["bs"], plan["mode"] == "CRD"
-    if plan["nhwc"]:
+    bs, crd = plan.bs, plan.mode == "CRD"
+    if plan.nhwc:
         n, h, w, c = x.shape
         co = c // (bs * bs)
         if crd:  # channel index = c_out * bs*bs + dy * bs + dx
@@ -111,8 +130,8 @@ def _depth_to_space(plan, x):
 def _space_to_depth(plan, x):
     # Output channel index: DCR (default; ONNX and TFLite) (dy * bs + dx) * C + c,
     # CRD (ONNX opset 24 mode) c * bs*bs + dy * bs + dx.
-    bs, crd = plan["bs"], plan["mode"] == "CRD"
-    if plan["nhwc"]:
+    bs, crd = plan.bs, plan.mode == "CRD"
+    if plan.nhwc:
         n, h, w, c = x.shape
         y = x.reshape(n, h // bs, bs, w // bs, bs, c)
         y = y.transpose(0, 1, 3, 5, 2, 4) if crd else y.transpose(0, 1, 3, 2, 4, 5)

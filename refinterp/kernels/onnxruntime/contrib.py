@@ -20,17 +20,16 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from ..float.elementwise import erf as float_erf
-from ..registry import kernel
+from ..registry import AttrPlan, attr_plan, kernel
 
 F32 = np.float32
 MS = "com.microsoft."
 
 
-def _attrs(node, ctx) -> dict:
-    p = dict(node.attrs)
-    p["where"] = f"node '{node.name}' ({node.op})"
-    if node.op == MS + "FusedMatMul" and (int(p.get("transBatchA", 0)) or int(p.get("transBatchB", 0))):
-        raise UnsupportedOpError(f"{p['where']}: transBatchA / transBatchB are not supported")
+def _attrs(node, ctx) -> AttrPlan:
+    p = attr_plan(node, ctx)
+    if node.op == MS + "FusedMatMul" and (int(p.attr("transBatchA", 0)) or int(p.attr("transBatchB", 0))):
+        raise UnsupportedOpError(f"{p.where}: transBatchA / transBatchB are not supported")
     return p
 
 
@@ -40,8 +39,8 @@ def _t(x, flag):
 
 @kernel(MS + "FusedMatMul", "float", prepare=_attrs)
 def fused_matmul(p, a, b):
-    y = np.matmul(_t(a, int(p.get("transA", 0))), _t(b, int(p.get("transB", 0))))
-    alpha = float(p.get("alpha", 1.0))
+    y = np.matmul(_t(a, int(p.attr("transA", 0))), _t(b, int(p.attr("transB", 0))))
+    alpha = float(p.attr("alpha", 1.0))
     return (y * F32(alpha) if alpha != 1.0 else y).astype(a.dtype, copy=False)
 
 
@@ -72,7 +71,7 @@ def fast_gelu(p, x, bias=None):
 @kernel(MS + "QuickGelu", "float", prepare=_attrs)
 def quick_gelu(p, x):
     x = np.asarray(x)
-    alpha = float(p.get("alpha", 1.702))
+    alpha = float(p.attr("alpha", 1.702))
     return (x / (1.0 + np.exp(-alpha * x.astype(np.float64)))).astype(x.dtype)
 
 
@@ -84,7 +83,7 @@ def _skip_sum(x, skip, bias):
 @kernel(MS + "SkipLayerNormalization", "float", prepare=_attrs)
 def skip_layer_norm(p, x, skip, gamma, beta=None, bias=None):
     s = _skip_sum(x, skip, bias)
-    eps = float(p.get("epsilon", 1e-12))
+    eps = float(p.attr("epsilon", 1e-12))
     s64 = s.astype(np.float64)
     mean = s64.mean(axis=-1, keepdims=True)
     var = (s64 * s64).mean(axis=-1, keepdims=True) - mean * mean
@@ -98,7 +97,7 @@ def skip_layer_norm(p, x, skip, gamma, beta=None, bias=None):
 @kernel(MS + "SkipSimplifiedLayerNormalization", "float", prepare=_attrs)
 def skip_simplified_layer_norm(p, x, skip, gamma, bias=None):
     s = _skip_sum(x, skip, bias)
-    eps = float(p.get("epsilon", 1e-12))
+    eps = float(p.attr("epsilon", 1e-12))
     s64 = s.astype(np.float64)
     inv = 1.0 / np.sqrt((s64 * s64).mean(axis=-1, keepdims=True) + eps)
     y = s64 * inv * np.asarray(gamma, np.float64)
@@ -111,11 +110,11 @@ def skip_simplified_layer_norm(p, x, skip, gamma, bias=None):
 #   acc[m, n] = sum_k (qa[m, k] - za) (B[k, n] - zb[n])                (int32, exact)
 #   Y[m, n]   = f32(acc) * f32(a_scale * b_scale[n]) (+ bias[n])        (float32)
 
-def _prepare_dqmm(node, ctx) -> dict:
+def _prepare_dqmm(node, ctx) -> AttrPlan:
     p = _attrs(node, ctx)
     b = ctx.inputs[1] if len(ctx.inputs) > 1 else None
     if b is None or b.dtype not in ("int8", "uint8"):
-        raise UnsupportedOpError(f"{p['where']}: B must be int8 or uint8")
+        raise UnsupportedOpError(f"{p.where}: B must be int8 or uint8")
     return p
 
 

@@ -16,6 +16,8 @@ Numeric contracts (refinterp/quant/mlas.py has the formulas):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
@@ -29,7 +31,32 @@ ADD_IMPLS = ("fma_x86", "neon_fixed")
 _FAST = fast_kernels()
 
 
-def _binary_prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class BinaryPlan:
+    a: tuple[float, int]  # (scale, zero point) of A, B and C
+    b: tuple[float, int]
+    c: tuple[float, int]
+    lo: int
+    hi: int
+    dtype: str
+    impl: str
+    shift: int  # 128: int8 tensors computed as uint8 (``int8_as_uint8``)
+
+
+@dataclass(frozen=True)
+class LutPlan:
+    table: np.ndarray  # output code per input code - lo
+    lo: int
+
+
+@dataclass(frozen=True)
+class ConcatPlan:
+    tables: list  # per input: None (copied) or (table, lo)
+    dtype: str
+    axis: int = 0
+
+
+def _binary_prepare(node, ctx) -> BinaryPlan:
     a = qparams(ctx.inputs[0], node, "A")
     b = qparams(ctx.inputs[1], node, "B")
     c = qparams(ctx.outputs[0], node, "C")
@@ -40,14 +67,14 @@ def _binary_prepare(node, ctx) -> dict:
     impl = (ctx.settings or {}).get("impl", "fma_x86")
     if node.op == "Add" and impl not in ADD_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(ADD_IMPLS)}")
-    return {"a": a, "b": b, "c": c, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype, "impl": impl,
-            "shift": 128 if lo == 0 and ctx.outputs[0].dtype == "int8" else 0}
+    return BinaryPlan(a, b, c, lo, hi, ctx.outputs[0].dtype, impl,
+                      128 if lo == 0 and ctx.outputs[0].dtype == "int8" else 0)
 
 
 def _binary_args(p, a, b):
-    (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
-    a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p["shift"], np.asarray(b).astype(np.int64) + p["shift"])
-    return (a, b, sa, za, sb, zb, sc, zc, p["lo"], p["hi"])
+    (sa, za), (sb, zb), (sc, zc) = p.a, p.b, p.c
+    a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
+    return (a, b, sa, za, sb, zb, sc, zc, p.lo, p.hi)
 
 
 @ort_kernel("Add", "ort", _binary_prepare, ADD_IMPLS)
@@ -56,15 +83,15 @@ def ort_add(p, a, b):
     if y is not None:
         return y
     args = _binary_args(p, a, b)
-    y = mlas.qladd_neon(*args) if p["impl"] == "neon_fixed" else None
+    y = mlas.qladd_neon(*args) if p.impl == "neon_fixed" else None
     if y is None:
         y = mlas.qladd_x86(*args)
-    return (y - p["shift"]).astype(p["dtype"])
+    return (y - p.shift).astype(p.dtype)
 
 
 @ort_kernel("Mul", "ort", _binary_prepare)
 def ort_mul(p, a, b):
-    return (mlas.qlmul(*_binary_args(p, a, b)) - p["shift"]).astype(p["dtype"])
+    return (mlas.qlmul(*_binary_args(p, a, b)) - p.shift).astype(p.dtype)
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
@@ -72,12 +99,12 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 
 
 def _lut_prepare(fn_of_node):
-    def prepare(node, ctx) -> dict:
+    def prepare(node, ctx) -> LutPlan:
         xt, yt = ctx.inputs[0], ctx.outputs[0]
         xs, zx = qparams(xt, node, "X")
         ys, zy = qparams(yt, node, "Y")
         table = mlas.lut(fn_of_node(node), xs, zx, xt.dtype, ys, zy, yt.dtype)
-        return {"table": table.astype(yt.dtype), "lo": qrange(xt.dtype)[0]}
+        return LutPlan(table.astype(yt.dtype), qrange(xt.dtype)[0])
     return prepare
 
 
@@ -88,15 +115,15 @@ def _leaky(node):
 
 @ort_kernel("Sigmoid", "ort", _lut_prepare(lambda node: _sigmoid))
 def ort_sigmoid(p, x):
-    return p["table"][np.asarray(x).astype(np.int64) - p["lo"]]
+    return p.table[np.asarray(x).astype(np.int64) - p.lo]
 
 
 @ort_kernel("LeakyRelu", "ort", _lut_prepare(_leaky))
 def ort_leaky_relu(p, x):
-    return p["table"][np.asarray(x).astype(np.int64) - p["lo"]]
+    return p.table[np.asarray(x).astype(np.int64) - p.lo]
 
 
-def _concat_prepare(node, ctx) -> dict:
+def _concat_prepare(node, ctx) -> ConcatPlan:
     yt = ctx.outputs[0]
     ys, zy = qparams(yt, node, "Y")
     tables = []
@@ -105,21 +132,20 @@ def _concat_prepare(node, ctx) -> dict:
         same = np.float32(xs) == np.float32(ys) and zx == zy and t.dtype == yt.dtype
         tables.append(None if same else (mlas.lut(lambda v: v, xs, zx, t.dtype, ys, zy, yt.dtype)
                                          .astype(yt.dtype), qrange(t.dtype)[0]))
-    return {"axis": int(node.attrs.get("axis", 1)), "tables": tables, "dtype": yt.dtype}
+    return ConcatPlan(tables, yt.dtype, int(node.attrs.get("axis", 1)))
 
 
 @ort_kernel("Concat", "ort", _concat_prepare)
 def ort_concat(p, *xs):
     parts = []
-    for x, t in zip(xs, p["tables"]):
+    for x, t in zip(xs, p.tables):
         x = np.asarray(x)
-        parts.append(x.astype(p["dtype"]) if t is None else t[0][x.astype(np.int64) - t[1]])
-    return np.concatenate(parts, axis=p["axis"])
+        parts.append(x.astype(p.dtype) if t is None else t[0][x.astype(np.int64) - t[1]])
+    return np.concatenate(parts, axis=p.axis)
 
 
-def _where_prepare(node, ctx) -> dict:
-    p = _concat_prepare(node, type(ctx)(ctx.node, ctx.inputs[1:3], ctx.outputs, ctx.settings))
-    return {"tables": p["tables"], "dtype": p["dtype"]}
+def _where_prepare(node, ctx) -> ConcatPlan:
+    return _concat_prepare(node, type(ctx)(ctx.node, ctx.inputs[1:3], ctx.outputs, ctx.settings))
 
 
 @ort_kernel("Where", "ort", _where_prepare)
@@ -127,7 +153,7 @@ def ort_where(p, cond, x, y):
     """QLinearWhere (qlinear_where.cc): x and y are mapped to the output's (scale, zp) through
     identity tables (or copied when their params equal the output's), then selected."""
     vals = []
-    for v, t in zip((x, y), p["tables"]):
+    for v, t in zip((x, y), p.tables):
         v = np.asarray(v)
-        vals.append(v.astype(p["dtype"]) if t is None else t[0][v.astype(np.int64) - t[1]])
-    return np.where(np.asarray(cond, bool), vals[0], vals[1]).astype(p["dtype"])
+        vals.append(v.astype(p.dtype) if t is None else t[0][v.astype(np.int64) - t[1]])
+    return np.where(np.asarray(cond, bool), vals[0], vals[1]).astype(p.dtype)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..prepared import prepared
+
 _MAGIC = np.float32(12582912.0)  # 1.5 * 2^23
 F32 = np.float32
 
@@ -30,7 +32,7 @@ def _qladd(a, b, ra, rb, fixed, shift, flo, fhi, out):  # pragma: no cover - com
 
 
 def _consts(p):
-    (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
+    (sa, za), (sb, zb), (sc, zc) = p.a, p.b, p.c
     from refinterp.quant.mlas import fma_f32
 
     with np.errstate(all="ignore"):
@@ -44,16 +46,14 @@ def _consts(p):
 def fast_ort_add(p, a, b) -> np.ndarray | None:
     """QLinearAdd for same-shape 8-bit ``a`` and ``b`` under ``impl`` fma_x86."""
     a, b = np.asarray(a), np.asarray(b)
-    if (p["impl"] != "fma_x86" or a.shape != b.shape or a.dtype.name not in ("int8", "uint8")
-            or b.dtype.name not in ("int8", "uint8") or p["dtype"] not in ("int8", "uint8")
-            or not (-256 <= p["lo"] <= p["hi"] <= 255)):
+    if (p.impl != "fma_x86" or a.shape != b.shape or a.dtype.name not in ("int8", "uint8")
+            or b.dtype.name not in ("int8", "uint8") or p.dtype not in ("int8", "uint8")
+            or not (-256 <= p.lo <= p.hi <= 255)):
         return None
-    c = p.get("_fast")
-    if c is None:
-        c = p["_fast"] = _consts(p) or ()
+    c = prepared(p, "ort_add_consts", lambda plan: _consts(plan) or ())
     if not c:
         return None
-    out = np.empty(a.shape, p["dtype"])
+    out = np.empty(a.shape, p.dtype)
     _qladd(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), c[0], c[1], c[2],
-           np.int32(p["shift"]), F32(p["lo"]), F32(p["hi"]), out.reshape(-1))
+           np.int32(p.shift), F32(p.lo), F32(p.hi), out.reshape(-1))
     return out

@@ -17,6 +17,8 @@ to the backend's integer kernel (``ort``, else ``int``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 
@@ -76,6 +78,11 @@ def mlas_sigmoid(x: np.ndarray) -> np.ndarray:
 _FN = {"Tanh": mlas_tanh, "Sigmoid": mlas_sigmoid}
 
 
+@dataclass(frozen=True)
+class MlasActivationPlan:
+    executed_by: str
+
+
 def _prepare_for(op: str):
     def prepare(node, ctx):
         first_in = ctx.inputs[0] if ctx.inputs else None
@@ -83,7 +90,7 @@ def _prepare_for(op: str):
                 first_in is None or str(first_in.dtype) != "float32":
             k = next(require(op, v) for v in ("ort", "int", "float") if get(op, v) is not None)
             return Delegate(k, k.prepare(node, ctx))
-        return {"executed_by": f"MLAS {op} (FMA3 rational approximation)"}
+        return MlasActivationPlan(f"MLAS {op} (FMA3 rational approximation)")
     return prepare
 
 

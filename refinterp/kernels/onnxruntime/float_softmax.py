@@ -20,6 +20,8 @@ Softmax nodes run the ``ort`` kernel; other formats / dtypes the ``float`` kerne
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 
@@ -93,6 +95,12 @@ def mlas_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out.reshape(shape), -1, axis)
 
 
+@dataclass(frozen=True)
+class MlasSoftmaxPlan:
+    axis: int
+    executed_by: str = "MLAS AVX-512F softmax"
+
+
 def _prepare(node, ctx):
     first_in = ctx.inputs[0] if ctx.inputs else None
     if is_quantized(first_in) or any(is_quantized(t) for t in ctx.outputs):
@@ -100,9 +108,9 @@ def _prepare(node, ctx):
         return Delegate(k, k.prepare(node, ctx))
     fk = require("Softmax", "float")
     plan = fk.prepare(node, ctx)
-    if first_in is None or str(first_in.dtype) != "float32" or plan.get("beta", 1.0) != 1.0:
+    if first_in is None or str(first_in.dtype) != "float32" or plan.beta != 1.0:
         return Delegate(fk, plan)
-    return {"axis": plan["axis"], "executed_by": "MLAS AVX-512F softmax"}
+    return MlasSoftmaxPlan(plan.axis)
 
 
 @kernel("Softmax", VARIANT, prepare=_prepare)
@@ -112,4 +120,4 @@ def ort_float_softmax(plan, x):
     x = np.asarray(x)
     if x.ndim == 0:
         return np.ones_like(x, dtype=_F)
-    return mlas_softmax(x, plan["axis"] % x.ndim)
+    return mlas_softmax(x, plan.axis % x.ndim)

@@ -18,7 +18,7 @@ Numeric contract:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -72,6 +72,22 @@ def _impl(ctx) -> str:
     return v
 
 
+@dataclass(frozen=True)
+class EngineGemmPlan:
+    """ORT's integer GEMM (accumulators, zero points, output range) with another engine's epilogue:
+    the torch and documented backends reuse ``prepare_node`` and change only the requantization."""
+
+    gemm: Any  # this module's plan (its bias handed to the epilogue or removed)
+    requant: Mapping[str, Any]  # the engine's requantization constants
+    engine: str
+
+
+@dataclass(frozen=True)
+class GemmTranspose:
+    transA: int
+    transB: int
+
+
 def prepare_node(node, ctx, kind: str):
     x, w = _q(ctx, 0, "input"), _q(ctx, 1, "weight")
     out = ctx.outputs[0]
@@ -84,7 +100,7 @@ def prepare_node(node, ctx, kind: str):
     else:
         trans_b = kind == "Gemm" and int(node.attrs.get("transB", 0))
         n_out = wshape[0] if trans_b else wshape[-1]
-        fplan = {"transA": int(node.attrs.get("transA", 0)), "transB": int(trans_b)}
+        fplan = GemmTranspose(int(node.attrs.get("transA", 0)), int(trans_b))
         chan_axis = -1
     ws = np.asarray(w.quant.scale, np.float32).ravel()
     ws = np.repeat(ws, n_out) if ws.size == 1 else ws
@@ -181,10 +197,10 @@ def ort_depthwise(plan: QGemmPlan, x, w, b=None):
 
 
 def mm_acc(plan: QGemmPlan, a, w) -> np.ndarray:
-    if plan.fplan["transA"]:
+    if plan.fplan.transA:
         a = np.asarray(a).T
     wq = _wq(plan, w)
-    if plan.fplan["transB"]:
+    if plan.fplan.transB:
         wq, w = wq.T, np.asarray(w).T
     if _sat16(plan, a, w) and np.asarray(a).ndim == 2:
         a2 = np.asarray(a).astype(np.int64)

@@ -46,7 +46,7 @@ def _build_prep(plan, a: np.ndarray):
     w = plan.w
     if w is None or w.ndim != 2 or plan.w_raw is None or str(plan.w_raw.dtype) not in _INT8:
         return None
-    wq = w.T if plan.fplan["transB"] else w  # (K, N) float64 integer values (b - zb)
+    wq = w.T if plan.fplan.transB else w  # (K, N) float64 integer values (b - zb)
     n = wq.shape[1]
     if plan.bias is not None:
         b = np.asarray(plan.bias)
@@ -69,7 +69,7 @@ def _build_prep(plan, a: np.ndarray):
 
 def fast_ort_gemm(plan, a, c=None) -> np.ndarray | None:
     a = np.asarray(a)
-    if (plan.impl != "mlas_f32" or plan.dtype == "float32" or plan.fplan["transA"] or a.ndim < 2
+    if (plan.impl != "mlas_f32" or plan.dtype == "float32" or plan.fplan.transA or a.ndim < 2
             or str(a.dtype) not in _INT8 or (c is not None and plan.bias is None)):
         return None
     prep = _prep(plan, a)

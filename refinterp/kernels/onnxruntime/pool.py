@@ -18,6 +18,9 @@ Numeric contracts (docs/arithmetic/README.md; sources cited in refinterp/quant/m
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
 from refinterp.quant import mlas
@@ -25,35 +28,65 @@ from ..float import pool as float_pool
 from .common import ort_kernel
 from ..tflite.common import qparams, qrange
 from ..spatial import to_channels_last
+from ..prepared import per_shape
 from ..registry import require
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
-def _maxpool_prepare(node, ctx):
-    return {"fplan": float_pool.prepare_node(node, ctx), "dtype": ctx.outputs[0].dtype}
+@dataclass(frozen=True)
+class FloatOnCodesPlan:
+    fplan: Any  # the float kernel's plan, run on the stored integers
+    dtype: str
+    fk: Any = None  # the float kernel (Resize)
+
+
+@dataclass(frozen=True)
+class AvgPoolPlan:
+    xs: float
+    zx: int
+    ys: float
+    zy: int  # + shift
+    lo: int
+    hi: int
+    dtype: str
+    layout: str
+    shift: int = 0  # 128: an int8 tensor computed as uint8 (``int8_as_uint8``)
+    fplan: Any = None  # AveragePool: the float pool's plan
+
+
+@dataclass(frozen=True)
+class QSoftmaxPlan:
+    xs: float
+    zy: int
+    ys_inv: np.float32
+    axis: int
+    dtype: str
+
+
+def _maxpool_prepare(node, ctx) -> FloatOnCodesPlan:
+    return FloatOnCodesPlan(float_pool.prepare_node(node, ctx), ctx.outputs[0].dtype)
 
 
 @ort_kernel("MaxPool", "ort", _maxpool_prepare)
 def ort_max_pool(p, x):
-    y = float_pool.max_pool(p["fplan"], np.asarray(x).astype(np.float32))
+    y = float_pool.max_pool(p.fplan, np.asarray(x).astype(np.float32))
     y = y[0] if isinstance(y, tuple) else y
-    return y.astype(p["dtype"])
+    return y.astype(p.dtype)
 
 
 def _gap_prepare(node, ctx):
     xs, zx = qparams(ctx.inputs[0], node, "X")
     ys, zy = qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
-    return {"xs": xs, "zx": zx, "ys": ys, "zy": zy, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype,
-            "layout": node.attrs.get("layout") or "NCHW"}
+    return AvgPoolPlan(xs, zx, ys, zy, lo, hi, ctx.outputs[0].dtype, node.attrs.get("layout") or "NCHW")
 
 
 def _gap(p, x: np.ndarray) -> np.ndarray:
-    axes = tuple(range(1, x.ndim - 1)) if p["layout"] == "NHWC" else tuple(range(2, x.ndim))
+    axes = tuple(range(1, x.ndim - 1)) if p.layout == "NHWC" else tuple(range(2, x.ndim))
     n = int(np.prod([x.shape[a] for a in axes]))
-    acc = np.asarray(x).astype(np.int64).sum(axis=axes, keepdims=True) - p["zx"] * n
-    return mlas.gap_mlas(acc, n, p["xs"], p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"])
+    acc = np.asarray(x).astype(np.int64).sum(axis=axes, keepdims=True) - p.zx * n
+    return mlas.gap_mlas(acc, n, p.xs, p.ys, p.zy, p.lo, p.hi).astype(p.dtype)
 
 
 @ort_kernel("GlobalAveragePool", "ort", _gap_prepare)
@@ -63,10 +96,9 @@ def ort_global_average_pool(p, x):
 
 def _avg_prepare(node, ctx):
     p = _gap_prepare(node, ctx)
-    if node.attrs.get("int8_as_uint8") and p["dtype"] == "int8":  # see passes/qdq.py fuse_qdq_x86
-        p.update(zy=p["zy"] + 128, lo=0, hi=255, shift=128)
-    p["fplan"] = float_pool.prepare_node(node, ctx)
-    return p
+    if node.attrs.get("int8_as_uint8") and p.dtype == "int8":  # see passes/qdq.py fuse_qdq_x86
+        p = replace(p, zy=p.zy + 128, lo=0, hi=255, shift=128)
+    return replace(p, fplan=float_pool.prepare_node(node, ctx))
 
 
 def _is_global(plan, spatial) -> bool:
@@ -78,22 +110,21 @@ def _is_global(plan, spatial) -> bool:
 @ort_kernel("AveragePool", "ort", _avg_prepare)
 def ort_average_pool(p, x):
     x = np.asarray(x)
-    spatial = to_channels_last(x, p["layout"]).shape[1:-1]
-    if _is_global(p["fplan"], spatial):
-        return _gap({**p, "zy": p["zy"] - p.get("shift", 0), "lo": p["lo"] - p.get("shift", 0),
-                     "hi": p["hi"] - p.get("shift", 0)}, x)
-    xf = (np.float32(p["xs"]) * (x.astype(np.int64) - p["zx"]).astype(np.float32)).astype(np.float32)
-    avg = float_pool.average_pool(p["fplan"], xf)
-    y = mlas.avgpool_requant(avg, p["ys"], p["zy"], p["lo"], p["hi"]) - p.get("shift", 0)
-    return y.astype(p["dtype"])
+    spatial = to_channels_last(x, p.layout).shape[1:-1]
+    if _is_global(p.fplan, spatial):
+        return _gap(replace(p, zy=p.zy - p.shift, lo=p.lo - p.shift, hi=p.hi - p.shift), x)
+    xf = (np.float32(p.xs) * (x.astype(np.int64) - p.zx).astype(np.float32)).astype(np.float32)
+    avg = float_pool.average_pool(p.fplan, xf)
+    y = mlas.avgpool_requant(avg, p.ys, p.zy, p.lo, p.hi) - p.shift
+    return y.astype(p.dtype)
 
 
 def _softmax_prepare(node, ctx):
     xt, yt = ctx.inputs[0], ctx.outputs[0]
     xs, _ = qparams(xt, node, "X")
     ys, zy = qparams(yt, node, "Y")
-    return {"xs": xs, "zy": zy, "ys_inv": np.float32(np.floor(np.float32(1.0) / np.float32(ys))),
-            "axis": int(node.attrs.get("axis", -1)), "dtype": yt.dtype, "tables": {}}
+    return QSoftmaxPlan(xs, zy, np.float32(np.floor(np.float32(1.0) / np.float32(ys))),
+                        int(node.attrs.get("axis", -1)), yt.dtype)
 
 
 def _softmax_table(xs: np.float32, d: int) -> np.ndarray:
@@ -104,21 +135,19 @@ def _softmax_table(xs: np.float32, d: int) -> np.ndarray:
 
 @ort_kernel("Softmax", "ort", _softmax_prepare)
 def ort_softmax(p, x):
-    x = np.moveaxis(np.asarray(x).astype(np.int64), p["axis"], -1)
+    x = np.moveaxis(np.asarray(x).astype(np.int64), p.axis, -1)
     d = x.shape[-1]
-    table = p["tables"].get(d)
-    if table is None:
-        table = p["tables"][d] = _softmax_table(p["xs"], d)
+    table = per_shape(p, "softmax_table", (d,), lambda plan: _softmax_table(plan.xs, d))
     t = table[x - x.max(axis=-1, keepdims=True) + 255]
     vsum = np.cumsum(t, axis=-1, dtype=np.float32)[..., -1:]  # sequential float32 sum
-    q = np.rint((t * p["ys_inv"]).astype(np.float32) / vsum).astype(np.int64) + p["zy"]
-    q = np.minimum(q, 127 if p["dtype"] == "int8" else 255)
-    return np.moveaxis(q.astype(p["dtype"]), -1, p["axis"])
+    q = np.rint((t * p.ys_inv).astype(np.float32) / vsum).astype(np.int64) + p.zy
+    q = np.minimum(q, 127 if p.dtype == "int8" else 255)
+    return np.moveaxis(q.astype(p.dtype), -1, p.axis)
 
 
 def _resize_prepare(node, ctx):
     fk = require("Resize", "float")
-    return {"fk": fk, "fplan": fk.prepare(node, ctx), "dtype": ctx.outputs[0].dtype}
+    return FloatOnCodesPlan(fk.prepare(node, ctx), ctx.outputs[0].dtype, fk)
 
 
 @ort_kernel("Resize", "ort", _resize_prepare)
@@ -127,6 +156,6 @@ def ort_resize(p, x, *rest):
     the codes, then static_cast<T> (truncation toward zero).  Verified for nearest and 2x linear
     (half_pixel, asymmetric); ORT's own float weights/order can differ by 1 ulp elsewhere (an
     align_corners case differed in 1 of 360 elements)."""
-    y = p["fk"].run(p["fplan"], np.asarray(x).astype(np.float32), *rest)
-    info = np.iinfo(np.dtype(p["dtype"]))
-    return np.clip(np.trunc(y), info.min, info.max).astype(p["dtype"])
+    y = p.fk.run(p.fplan, np.asarray(x).astype(np.float32), *rest)
+    info = np.iinfo(np.dtype(p.dtype))
+    return np.clip(np.trunc(y), info.min, info.max).astype(p.dtype)

@@ -61,9 +61,9 @@ def _scalar(v, kinds: str):
 
 
 def fast_quantize(plan, x, scale, zp) -> np.ndarray | None:
-    dt, lo, hi = plan["target"]
+    dt, lo, hi = plan.target
     s = _scalar(scale, "f")
-    if (plan["precision"] is not None or plan["block"] or x.dtype != np.float32 or s is None
+    if (plan.precision is not None or plan.block or x.dtype != np.float32 or s is None
             or s.dtype != np.float32 or _RANGES.get(np.dtype(dt).name) != (lo, hi)):
         return None
     z = 0 if zp is None else _scalar(zp, "iu")
@@ -78,8 +78,8 @@ def fast_quantize(plan, x, scale, zp) -> np.ndarray | None:
 def fast_dequantize(plan, x, scale, zp) -> np.ndarray | None:
     """Per-tensor, or per-axis (one float32 scale and 8-bit zero point per index of ``axis``)."""
     scale = np.asarray(scale)
-    if (plan["block"] or x.dtype.name not in _RANGES or scale.dtype != np.float32 or x.ndim == 0
-            or plan["out"] not in (None, np.dtype(np.float32))):
+    if (plan.block or x.dtype.name not in _RANGES or scale.dtype != np.float32 or x.ndim == 0
+            or plan.out not in (None, np.dtype(np.float32))):
         return None
     zpa = None if zp is None else np.asarray(zp)
     if zpa is not None and (zpa.dtype.name not in _RANGES or zpa.size != scale.size):
@@ -90,7 +90,7 @@ def fast_dequantize(plan, x, scale, zp) -> np.ndarray | None:
         z = np.float32(0 if zpa is None else zpa.reshape(-1)[0])
         _dequantize(x.reshape(-1), z, scale.reshape(-1)[0], out.reshape(-1))
         return out
-    axis = plan["axis"] % x.ndim
+    axis = plan.axis % x.ndim
     if scale.ndim != 1 or x.shape[axis] != scale.size:
         return None
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))

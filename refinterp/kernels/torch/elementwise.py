@@ -17,6 +17,9 @@ Numeric contracts (checked against torch 2.13.0, tests/conformance/test_torch_qu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
 from refinterp.quant import torchq
@@ -38,13 +41,49 @@ def quantize_vec(v, s, zp: int, lo: int, hi: int) -> np.ndarray:
     return np.clip(np.rint(t).astype(np.int64) + zp, lo, hi)
 
 
-def _unary_prepare(node, ctx) -> dict:
+@dataclass(frozen=True)
+class TorchUnaryPlan:
+    xs: float
+    zx: int
+    ys: float
+    zy: int
+    lo: int
+    hi: int
+    dtype: str
+    xlo: int
+    xhi: int
+    alpha: np.float32
+    table: np.ndarray | None = None  # qnnpack: output code per input code - xlo
+
+
+@dataclass(frozen=True)
+class TorchBinaryPlan:
+    a: tuple[float, int]
+    b: tuple[float, int]
+    c: tuple[float, int]
+    dtype: str
+    lo: int
+    hi: int
+    params: Any = None  # qnnpack Add: its fixed-point parameters
+
+
+@dataclass(frozen=True)
+class TorchConcatPlan:
+    axis: int
+    ins: list  # (scale, zero point) per input
+    ys: float
+    zy: int
+    lo: int
+    hi: int
+    dtype: str
+
+
+def _unary_prepare(node, ctx) -> TorchUnaryPlan:
     xs, zx = qparams(ctx.inputs[0], node, "X")
     ys, zy = qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
-    return {"xs": xs, "zx": zx, "ys": ys, "zy": zy, "lo": lo, "hi": hi, "dtype": ctx.outputs[0].dtype,
-            "xlo": qrange(ctx.inputs[0].dtype)[0], "xhi": qrange(ctx.inputs[0].dtype)[1],
-            "alpha": F32(node.attrs.get("alpha", 0.01 if node.op == "LeakyRelu" else 1.0))}
+    return TorchUnaryPlan(xs, zx, ys, zy, lo, hi, ctx.outputs[0].dtype, *qrange(ctx.inputs[0].dtype),
+                          F32(node.attrs.get("alpha", 0.01 if node.op == "LeakyRelu" else 1.0)))
 
 
 def _hardswish(v):
@@ -56,11 +95,11 @@ def _sigmoid(v):
 
 
 def _leaky(p):
-    return lambda v: np.where(v >= 0, v, (v * p["alpha"]).astype(F32)).astype(F32)
+    return lambda v: np.where(v >= 0, v, (v * p.alpha).astype(F32)).astype(F32)
 
 
 def _elu(p):
-    return lambda v: np.where(v > 0, v, (np.float64(p["alpha"]) * np.expm1(np.asarray(v, np.float64)))
+    return lambda v: np.where(v > 0, v, (np.float64(p.alpha) * np.expm1(np.asarray(v, np.float64)))
                               .astype(F32)).astype(F32)
 
 
@@ -68,21 +107,20 @@ _FUNCS = {"HardSwish": lambda p: _hardswish, "Sigmoid": lambda p: _sigmoid, "Lea
 
 
 def _float_path(p, fn, x):
-    y = fn(dq_vec(np.asarray(x).astype(np.int64), p["xs"], p["zx"]))
-    return quantize_vec(y, p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"])
+    y = fn(dq_vec(np.asarray(x).astype(np.int64), p.xs, p.zx))
+    return quantize_vec(y, p.ys, p.zy, p.lo, p.hi).astype(p.dtype)
 
 
-def _lut_prepare(node, ctx) -> dict:
+def _lut_prepare(node, ctx) -> TorchUnaryPlan:
     p = _unary_prepare(node, ctx)
-    codes = np.arange(p["xlo"], p["xhi"] + 1, dtype=np.int64)
-    h = _FUNCS[node.op](p)(((codes - p["zx"]).astype(F32) * p["xs"]).astype(F32))
-    t = ((h * torchq.inv_scale(p["ys"])).astype(F32) + F32(p["zy"])).astype(F32)
-    p["table"] = np.clip(np.rint(t), p["lo"], p["hi"]).astype(p["dtype"])
-    return p
+    codes = np.arange(p.xlo, p.xhi + 1, dtype=np.int64)
+    h = _FUNCS[node.op](p)(((codes - p.zx).astype(F32) * p.xs).astype(F32))
+    t = ((h * torchq.inv_scale(p.ys)).astype(F32) + F32(p.zy)).astype(F32)
+    return replace(p, table=np.clip(np.rint(t), p.lo, p.hi).astype(p.dtype))
 
 
 def _lut_run(p, x):
-    return p["table"][np.asarray(x).astype(np.int64) - p["xlo"]]
+    return p.table[np.asarray(x).astype(np.int64) - p.xlo]
 
 
 for _op in ("HardSwish", "Sigmoid", "LeakyRelu", "Elu"):
@@ -93,63 +131,60 @@ for _op in ("HardSwish", "Sigmoid"):
     ort_kernel(_op, "qnnpack", _lut_prepare)(_lut_run)
 
 
-def _binary_prepare(node, ctx) -> dict:
-    p = {"a": qparams(ctx.inputs[0], node, "A"), "b": qparams(ctx.inputs[1], node, "B"),
-         "c": qparams(ctx.outputs[0], node, "C"), "dtype": ctx.outputs[0].dtype}
-    p["lo"], p["hi"] = qrange(p["dtype"])
-    return p
+def _binary_prepare(node, ctx) -> TorchBinaryPlan:
+    dt = ctx.outputs[0].dtype
+    return TorchBinaryPlan(qparams(ctx.inputs[0], node, "A"), qparams(ctx.inputs[1], node, "B"),
+                           qparams(ctx.outputs[0], node, "C"), dt, *qrange(dt))
 
 
-def _add_prepare(node, ctx) -> dict:
+def _add_prepare(node, ctx) -> TorchBinaryPlan:
     p = _binary_prepare(node, ctx)
-    p["params"] = torchq.qnnpack_add_params(p["a"][0], p["b"][0], p["c"][0])
-    return p
+    return replace(p, params=torchq.qnnpack_add_params(p.a[0], p.b[0], p.c[0]))
 
 
 @ort_kernel("Add", "fbgemm", _binary_prepare)
 def fbgemm_add(p, a, b):
-    (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
+    (sa, za), (sb, zb), (sc, zc) = p.a, p.b, p.c
     v = (dq_vec(np.asarray(a).astype(np.int64), sa, za) + dq_vec(np.asarray(b).astype(np.int64), sb, zb))
-    return quantize_vec(v.astype(F32), sc, zc, p["lo"], p["hi"]).astype(p["dtype"])
+    return quantize_vec(v.astype(F32), sc, zc, p.lo, p.hi).astype(p.dtype)
 
 
 @ort_kernel("Add", "qnnpack", _add_prepare)
 def qnnpack_add(p, a, b):
-    (_, za), (_, zb), (_, zc) = p["a"], p["b"], p["c"]
+    (_, za), (_, zb), (_, zc) = p.a, p.b, p.c
     a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
-    return torchq.qnnpack_add(a, b, za, zb, zc, p["params"], p["lo"], p["hi"]).astype(p["dtype"])
+    return torchq.qnnpack_add(a, b, za, zb, zc, p.params, p.lo, p.hi).astype(p.dtype)
 
 
 def _mul(p, a, b):
-    (sa, za), (sb, zb), (sc, zc) = p["a"], p["b"], p["c"]
+    (sa, za), (sb, zb), (sc, zc) = p.a, p.b, p.c
     m = F32(F32(F32(sa) * F32(sb)) / F32(sc))
     prod = (np.asarray(a).astype(np.int64) - za) * (np.asarray(b).astype(np.int64) - zb)
     return np.clip(np.rint((prod.astype(F32) * m).astype(F32)).astype(np.int64) + zc,
-                   p["lo"], p["hi"]).astype(p["dtype"])
+                   p.lo, p.hi).astype(p.dtype)
 
 
 for _e in ENGINES:
     ort_kernel("Mul", _e, _binary_prepare)(_mul)
 
 
-def _concat_prepare(node, ctx) -> dict:
+def _concat_prepare(node, ctx) -> TorchConcatPlan:
     ys, zy = qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
     ins = [qparams(t, node, "input") for t in ctx.inputs]
-    return {"axis": int(node.attrs.get("axis", 1)), "ins": ins, "ys": ys, "zy": zy, "lo": lo, "hi": hi,
-            "dtype": ctx.outputs[0].dtype}
+    return TorchConcatPlan(int(node.attrs.get("axis", 1)), ins, ys, zy, lo, hi, ctx.outputs[0].dtype)
 
 
 def _concat(p, *xs):
     parts = []
-    for x, (s, z) in zip(xs, p["ins"]):
+    for x, (s, z) in zip(xs, p.ins):
         x = np.asarray(x)
-        if F32(s) == F32(p["ys"]) and z == p["zy"]:
-            parts.append(x.astype(p["dtype"]))
+        if F32(s) == F32(p.ys) and z == p.zy:
+            parts.append(x.astype(p.dtype))
         else:
             v = torchq.dequantize(x.astype(np.int64), s, z)
-            parts.append(torchq.quantize(v, p["ys"], p["zy"], p["lo"], p["hi"]).astype(p["dtype"]))
-    return np.concatenate(parts, axis=p["axis"])
+            parts.append(torchq.quantize(v, p.ys, p.zy, p.lo, p.hi).astype(p.dtype))
+    return np.concatenate(parts, axis=p.axis)
 
 
 for _e in ENGINES:

@@ -21,6 +21,7 @@ The AVX2 int16 pair saturation (``impl: u8s8_sat16``, documented only) reuses th
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 
 import numpy as np
 
@@ -58,11 +59,11 @@ def _prepare(node, ctx, kind: str, engine: str):
     else:
         extra = {"bias": None if bias_f is None else torchq.qnnpack_bias(bias_f, aw),
                  "mult": torchq.qnnpack_requant_scale(x.quant.scale[0], ws if per_channel else ws[0], ys)}
-    return dataclasses.replace(plan, bias=None), extra, engine
+    return ort_gemm.EngineGemmPlan(dataclasses.replace(plan, bias=None), MappingProxyType(extra), engine)
 
 
 def _finish(plans, acc) -> np.ndarray:
-    plan, extra, engine = plans
+    plan, extra, engine = plans.gemm, plans.requant, plans.engine
     acc = np.asarray(acc).astype(np.int64)
     view = [1] * acc.ndim
     view[plan.chan_axis] = -1
@@ -81,10 +82,10 @@ def _finish(plans, acc) -> np.ndarray:
 
 def _register(engine: str) -> None:
     def conv(plans, x, w, b=None):
-        return _finish(plans, ort_gemm.conv_acc(plans[0], x, w))
+        return _finish(plans, ort_gemm.conv_acc(plans.gemm, x, w))
 
     def mm(plans, a, b, c=None):
-        return _finish(plans, ort_gemm.mm_acc(plans[0], a, b))
+        return _finish(plans, ort_gemm.mm_acc(plans.gemm, a, b))
 
     for kind, fn in (("Conv", conv), ("DepthwiseConv", conv), ("MatMul", mm), ("Gemm", mm)):
         ort_kernel(kind, engine, lambda n, c, k=kind: _prepare(n, c, k, engine), IMPLS)(fn)

@@ -20,19 +20,19 @@ _ENGINES = ("fbgemm", "qnnpack")
 
 @kernel("QuantizeLinear", _ENGINES, prepare=float_quantize.ql_prepare, raw_inputs=True)
 def torch_quantize(plan, x, scale, zp=None):
-    dt, lo, hi = plan["target"]
-    if np.dtype(dt).itemsize != 1 or plan["block"] or np.asarray(x).dtype.kind != "f":
+    dt, lo, hi = plan.target
+    if np.dtype(dt).itemsize != 1 or plan.block or np.asarray(x).dtype.kind != "f":
         return float_quantize.quantize_linear(plan, x, scale, zp)
-    s = float_quantize.reshape_param(np.asarray(scale, np.float32), x.shape, plan["axis"], 0)
-    z = 0 if zp is None else float_quantize.reshape_param(np.asarray(zp).astype(np.int64), x.shape, plan["axis"], 0)
+    s = float_quantize.reshape_param(np.asarray(scale, np.float32), x.shape, plan.axis, 0)
+    z = 0 if zp is None else float_quantize.reshape_param(np.asarray(zp).astype(np.int64), x.shape, plan.axis, 0)
     return torchq.quantize(x, s, z, lo, hi).astype(dt)
 
 
 @kernel("DequantizeLinear", _ENGINES, prepare=float_quantize.dql_prepare, raw_inputs=True)
 def torch_dequantize(plan, x, scale, zp=None):
     x = np.asarray(x)
-    if x.dtype.kind == "f" or x.dtype.itemsize != 1 or plan["block"] or plan["out"] is not None:
+    if x.dtype.kind == "f" or x.dtype.itemsize != 1 or plan.block or plan.out is not None:
         return float_quantize.dequantize_linear(plan, x, scale, zp)
-    s = float_quantize.reshape_param(np.asarray(scale, np.float32), x.shape, plan["axis"], 0)
-    z = 0 if zp is None else float_quantize.reshape_param(np.asarray(zp).astype(np.int64), x.shape, plan["axis"], 0)
+    s = float_quantize.reshape_param(np.asarray(scale, np.float32), x.shape, plan.axis, 0)
+    z = 0 if zp is None else float_quantize.reshape_param(np.asarray(zp).astype(np.int64), x.shape, plan.axis, 0)
     return torchq.dequantize(x, s, z)

@@ -22,6 +22,10 @@ of the flattened tensor; they differ from the reference in three roundings:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
 import numpy as np
 
 from refinterp.quant import gemmlowp16
@@ -52,7 +56,8 @@ def prepare_node(is_tanh: bool):
         if lsh:
             x = gemmlowp16.sat_mul_pot(x, 1)
         y = gemmlowp16.tanh(x, 3) if is_tanh else gemmlowp16.logistic(x, 3)
-        return {**plan, "table": y, "impl": "gemmlowp_int16", "input_left_shift": lsh}
+        return replace(plan, table=np.asarray(y, np.int64),
+                       info=MappingProxyType({**plan.info, "impl": "gemmlowp_int16", "input_left_shift": lsh}))
     return prepare
 
 
@@ -67,7 +72,7 @@ def _half_up_shift(x, e: int):
     return x if e <= 0 else (x + (1 << (e - 1))) >> e
 
 
-def _neon_hard_swish(plan, dtype: str) -> np.ndarray:
+def _neon_hard_swish(plan: Mapping[str, Any], dtype: str) -> np.ndarray:
     lo, hi = qrange(dtype)
     v = np.arange(lo, hi + 1, dtype=np.int64) - plan["input_zero_point"]
     h = v * 128
@@ -92,16 +97,16 @@ def _prepare_hard_swish(node, ctx):
         return plan
     _, zx = qparams(ctx.inputs[0], node, "input")
     _, zo = qparams(ctx.outputs[0], node, "output")
-    plan = {**plan, "input_zero_point": zx, "output_zero_point": zo}
-    return {**plan, "impl": "neon", "neon_table": _neon_hard_swish(plan, plan["dtype"])}
+    info = {**plan.info, "input_zero_point": zx, "output_zero_point": zo, "impl": "neon"}
+    return replace(plan, info=MappingProxyType(info), alt_table=_neon_hard_swish(info, plan.dtype))
 
 
 @kernel("HardSwish", VARIANT, prepare=_prepare_hard_swish, impls=HARD_SWISH_IMPLS)
 def _hard_swish(plan, x):
     ref = ref_activation.hard_swish(plan, x)
-    if plan.get("impl") != "neon":
+    if plan.alt_table is None:
         return ref
-    neon = plan["neon_table"][x.astype(np.int64) - plan["lo"]].astype(plan["dtype"])
+    neon = plan.alt_table[x.astype(np.int64) - plan.lo].astype(plan.dtype)
     n = ref.size
     lanes = (np.arange(n) < 8 * (n // 8)).reshape(ref.shape)
     return np.where(lanes, neon, ref)

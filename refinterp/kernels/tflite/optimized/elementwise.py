@@ -39,6 +39,8 @@ tests/conformance/test_tflite_opt_int16_add.py, the mobilenet_tiny_int16x8 fixtu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.quant.fixedpoint import rdbp, vqrdmulh, wrap_int32
@@ -107,26 +109,26 @@ def _vector_mask(out_size: int, run: int, width: int) -> np.ndarray:
 
 def prepare_mul(node, ctx):
     p = ref_elementwise.prepare_mul(node, ctx)
-    if p["dtype"] in ("int8", "uint8"):
-        p = dict(p, vector_width=16 if p["dtype"] == "int8" else 8)
+    if p.dtype in ("int8", "uint8"):
+        p = replace(p, vector_width=16 if p.dtype == "int8" else 8)
     return p
 
 
 @kernel("Mul", VARIANT, prepare=prepare_mul, impls=ref_elementwise.MUL_IMPLS)
 def mul(p, a, b):
     ref = ref_elementwise.run_mul(p, a, b)
-    width = p.get("vector_width")
+    width = p.vector_width
     ff = _fivefold(a.shape, b.shape) if width else None
     if ff is None:
         return ref
     run = ff[0]
-    prod = wrap_int32((a.astype(_I64) - p["z1"]) * (b.astype(_I64) - p["z2"]))
-    y = np.broadcast_to(mbqm(prod, p["m"], p["shift"], p["rounding"]), ref.shape)
-    t = np.clip(y, -32768, 32767) + p["zo"]
+    prod = wrap_int32((a.astype(_I64) - p.z1) * (b.astype(_I64) - p.z2))
+    y = np.broadcast_to(mbqm(prod, p.m, p.shift, p.rounding), ref.shape)
+    t = np.clip(y, -32768, 32767) + p.zo
     t = ((t + 32768) & 0xFFFF) - 32768  # vaddq_s16 wraps
-    qlo, qhi = (-128, 127) if p["dtype"] == "int8" else (0, 255)
-    lo, hi = p["clamp"]
-    vec = np.clip(np.clip(t, qlo, qhi), lo, hi).astype(p["dtype"])
+    qlo, qhi = (-128, 127) if p.dtype == "int8" else (0, 255)
+    lo, hi = p.clamp
+    vec = np.clip(np.clip(t, qlo, qhi), lo, hi).astype(p.dtype)
     mask = _vector_mask(ref.size, run, width).reshape(ref.shape)
     return np.where(mask, vec, ref)
 
@@ -144,7 +146,7 @@ def _shl(x, s: int) -> np.ndarray:
 
 def prepare_add(node, ctx):
     p = ref_elementwise.prepare_add_sub(False)(node, ctx)
-    return dict(p, neon_int16=p["dtype"] == "int16" and not p["pot"])
+    return p if p.pot else replace(p, neon_int16=p.dtype == "int16")
 
 
 _U8_BLOCK = 8
@@ -153,9 +155,9 @@ _U8_BLOCK = 8
 def _narrow(p, o):
     """vmovn_s32 (wrap to int16), vaddq_s16 of the output zero point (wraps), saturating narrow to
     8 bits (vqmovn / vqmovun), the activation clamp."""
-    o = ((o + 32768) % 65536 - 32768 + p["zo"] + 32768) % 65536 - 32768
-    qlo, qhi = (-128, 127) if p["dtype"] == "int8" else (0, 255)
-    lo, hi = p["clamp"]
+    o = ((o + 32768) % 65536 - 32768 + p.zo + 32768) % 65536 - 32768
+    qlo, qhi = (-128, 127) if p.dtype == "int8" else (0, 255)
+    lo, hi = p.clamp
     return np.clip(np.clip(o, qlo, qhi), lo, hi)
 
 
@@ -168,10 +170,10 @@ def _lanes_floor(p, a, b):
 
     They differ from the reference (SRDHM ties away, RDBP input shifts) near ties, e.g. where an input
     multiplier is an exact binary fraction (scales 0.08 / 0.05)."""
-    ls = p["left_shift"]
-    x = _shl(vqrdmulh(_shl(a.astype(_I64) - p["z1"], ls), p["m1"]), p["e1"])
-    y = _shl(vqrdmulh(_shl(b.astype(_I64) - p["z2"], ls), p["m2"]), p["e2"])
-    return _narrow(p, rdbp(vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"]))
+    ls = p.left_shift
+    x = _shl(vqrdmulh(_shl(a.astype(_I64) - p.z1, ls), p.m1), p.e1)
+    y = _shl(vqrdmulh(_shl(b.astype(_I64) - p.z2, ls), p.m2), p.e2)
+    return _narrow(p, rdbp(vqrdmulh(wrap_int32(x + y), p.mo), -p.eo))
 
 
 def _lanes_single(p, a, b):
@@ -189,17 +191,17 @@ def _lanes_single(p, a, b):
 def _sum_single(p, a, b) -> np.ndarray:
     """RDBP(vqrdmulh(x_1 + x_2, M_o), -shift_o) with x_i = vqrdmulh(shl(q_i - z_i, left_shift + shift_i),
     M_i): the rescaled sum of the NEON ADD loops that round each input once (int8 and int16)."""
-    ls = p["left_shift"]
-    x = vqrdmulh(_shl(np.asarray(a).astype(_I64) - p["z1"], ls + p["e1"]), p["m1"])
-    y = vqrdmulh(_shl(np.asarray(b).astype(_I64) - p["z2"], ls + p["e2"]), p["m2"])
-    return rdbp(vqrdmulh(wrap_int32(x + y), p["mo"]), -p["eo"])
+    ls = p.left_shift
+    x = vqrdmulh(_shl(np.asarray(a).astype(_I64) - p.z1, ls + p.e1), p.m1)
+    y = vqrdmulh(_shl(np.asarray(b).astype(_I64) - p.z2, ls + p.e2), p.m2)
+    return rdbp(vqrdmulh(wrap_int32(x + y), p.mo), -p.eo)
 
 
 def _pair_tables(p):
     """Every 8-bit ADD output code is a function of its own input pair and of which loop computed it,
     so the reference, the elementwise-lane and the scalar-broadcast-lane formulas are tabulated over
     all 65536 pairs (index (a & 0xFF) << 8 | b & 0xFF), with each loop's lane count."""
-    dt = np.dtype(p["dtype"])
+    dt = np.dtype(p.dtype)
     codes = np.arange(256, dtype=np.uint8).view(dt)
     a, b = np.repeat(codes, 256), np.tile(codes, 256)
     ref = ref_elementwise.run_add_sub(p, a, b)
@@ -237,19 +239,19 @@ def _add_8bit(p, a, b):
 
 @kernel("Add", VARIANT, prepare=prepare_add, impls=ref_elementwise.ADD_IMPLS)
 def add(p, a, b):
-    if p["dtype"] in ("int8", "uint8"):
+    if p.dtype in ("int8", "uint8"):
         a, b = np.asarray(a), np.asarray(b)
-        if a.dtype == b.dtype == np.dtype(p["dtype"]):
+        if a.dtype == b.dtype == np.dtype(p.dtype):
             return _add_8bit(p, a, b)
     y = fast_opt_add(p, a, b) if _FAST else None
     if y is not None:
         return y
     ref = ref_elementwise.run_add_sub(p, a, b)
-    if not p.get("neon_int16") or a.shape != b.shape or ref.size < _NEON_BLOCK:
+    if not p.neon_int16 or a.shape != b.shape or ref.size < _NEON_BLOCK:
         return ref
     n = _NEON_BLOCK * (ref.size // _NEON_BLOCK)
-    o = _sum_single(p, a.reshape(-1)[:n], b.reshape(-1)[:n]) + p["zo"]
-    lo, hi = p["clamp"]
+    o = _sum_single(p, a.reshape(-1)[:n], b.reshape(-1)[:n]) + p.zo
+    lo, hi = p.clamp
     out = ref.reshape(-1).copy()
     out[:n] = np.clip(np.clip(o, lo, hi), -32768, 32767)  # vqmovn_s32 after the clamp
     return out.reshape(ref.shape)

@@ -12,6 +12,8 @@ of 8 elements; the ``n mod 8`` tail runs the scalar loop.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.quant import lut
@@ -67,34 +69,34 @@ def prepare_quantize(node, ctx):
     ``impl``: ``x86_convert`` (default; out-of-range floats become INT32_MIN before the zero point
     is added) or ``saturating_convert`` (aarch64: the conversions saturate; documented, not run)."""
     p = ref_misc.prepare_quantize(node, ctx)
-    if p["float"]:
+    if p.float:
         how = impl(ctx, QUANTIZE_IMPLS, "x86_convert")
-        p = dict(p, opt_blocks=True, reciprocal=_F(1.0 / float(p["scale"])),
+        p = replace(p, opt_blocks=True, reciprocal=_F(1.0 / float(p.scale)),
                  saturating=how == "saturating_convert")
-    elif ctx.inputs[0].dtype in ("int8", "uint8") and p["dtype"] in ("int8", "uint8"):
-        p = dict(p, requant_blocks=REQUANT_BLOCK)
+    elif ctx.inputs[0].dtype in ("int8", "uint8") and p.dtype in ("int8", "uint8"):
+        p = replace(p, requant_blocks=REQUANT_BLOCK)
     return p
 
 
 @kernel("Quantize", VARIANT, prepare=prepare_quantize, impls=QUANTIZE_IMPLS)
 def quantize(p, x):
-    if p.get("requant_blocks"):
+    if p.requant_blocks:
         ref = ref_misc.quantize(p, x)
-        lo, hi = qrange(p["dtype"])
-        up = np.clip(mbqm_upward(x.astype(_I64) - p["zx"], p["multiplier"], p["shift"]) + p["zo"], lo, hi)
+        lo, hi = qrange(p.dtype)
+        up = np.clip(mbqm_upward(x.astype(_I64) - p.zx, p.multiplier, p.shift) + p.zo, lo, hi)
         n = ref.size
         mask = (np.arange(n) < REQUANT_BLOCK * (n // REQUANT_BLOCK)).reshape(ref.shape)
-        return np.where(mask, up, ref).astype(p["dtype"])
-    if not p.get("opt_blocks"):
+        return np.where(mask, up, ref).astype(p.dtype)
+    if not p.opt_blocks:
         return ref_misc.quantize(p, x)
-    lo, hi = qrange(p["dtype"])
+    lo, hi = qrange(p.dtype)
     f = np.asarray(x, _F)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        sat = p.get("saturating", False)
-        blk = _to_int32(np.rint((f * p["reciprocal"]).astype(_F)), sat)
-        tail = _to_int32(round_half_away(f.astype(np.float64) / float(p["scale"])), sat)
+        sat = p.saturating
+        blk = _to_int32(np.rint((f * p.reciprocal).astype(_F)), sat)
+        tail = _to_int32(round_half_away(f.astype(np.float64) / float(p.scale)), sat)
     q = np.where(_block_mask(f.size).reshape(f.shape), blk, tail)
-    return np.clip(wrap_int32(q + p["zo"]), lo, hi).astype(p["dtype"])
+    return np.clip(wrap_int32(q + p.zo), lo, hi).astype(p.dtype)
 
 
 # --- DEQUANTIZE -------------------------------------------------------------------------------
@@ -107,9 +109,9 @@ def prepare_dequantize(node, ctx):
     reference kernel."""
     p = ref_misc.prepare_dequantize(node, ctx)
     t = ctx.inputs[0]
-    if not p["f16"] and t.dtype in ("int8", "uint8", "int16") and t.quant.scale.size == 1:
+    if not p.f16 and t.dtype in ("int8", "uint8", "int16") and t.quant.scale.size == 1:
         s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-        p = dict(p, opt_blocks=True, scale=_F(s), zero_times_scale=_F(-z * s),
+        p = replace(p, opt_blocks=True, scale=_F(s), zero_times_scale=_F(-z * s),
                  fma=impl(ctx, DEQUANTIZE_IMPLS, "mul_add") == "fma")
     return p
 
@@ -117,18 +119,36 @@ def prepare_dequantize(node, ctx):
 @kernel("Dequantize", VARIANT, prepare=prepare_dequantize, impls=DEQUANTIZE_IMPLS)
 def dequantize(p, x):
     ref = ref_misc.dequantize(p, x)
-    if not p.get("opt_blocks"):
+    if not p.opt_blocks:
         return ref
     q = np.asarray(x)
-    if p.get("fma"):
+    if p.fma:
         # q * s is exact in float64 (<= 16 + 24 significant bits); one rounding of the sum
-        blk = (q.astype(np.float64) * float(p["scale"]) + float(p["zero_times_scale"])).astype(_F)
+        blk = (q.astype(np.float64) * float(p.scale) + float(p.zero_times_scale)).astype(_F)
     else:
-        blk = (q.astype(_F) * p["scale"]).astype(_F) + p["zero_times_scale"]
+        blk = (q.astype(_F) * p.scale).astype(_F) + p.zero_times_scale
     return np.where(_block_mask(ref.size).reshape(ref.shape), blk.astype(_F), ref).astype(_F)
 
 
 # --- SOFTMAX ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Uint16LutSoftmaxPlan:
+    table16: np.ndarray
+    out_scale: np.float32
+    zo: int
+    dtype: str
+    uint16_lut: bool = True
+
+
+@dataclass(frozen=True)
+class FloatLutSoftmaxPlan:
+    table: np.ndarray  # float32 expf(-sx * beta * v), v = 255..0
+    inv_scale_of: np.float32
+    zo: int
+    dtype: str
+    float_lut: bool = True
+
 
 def _prepare_softmax(node, ctx):
     """8-bit input: float table[255 - v] = expf(float32(-sx * beta) * v), v = 0..255 (libm expf).
@@ -146,14 +166,14 @@ def _prepare_softmax(node, ctx):
     so, zo = qparams(ctx.outputs[0], node, "output")
     beta = _F(node.attrs.get("beta", 1.0))
     how = impl(ctx, SOFTMAX_IMPLS, "float_lut")
-    if how == "uint16_lut" and p["dtype"] == dt:
+    if how == "uint16_lut" and p.dtype == dt:
         s16 = _F(sx * beta)
         e = np.array([lut.expf(_F(s16 * _F(v - 255))) for v in range(256)], _F)
         t16 = np.minimum(np.trunc((e * _F(65535)).astype(_F).astype(np.float64) + 0.5), 65535).astype(_I64)
-        return {"uint16_lut": True, "table16": t16, "out_scale": _F(so), "zo": zo, "dtype": dt}
+        return Uint16LutSoftmaxPlan(t16, _F(so), zo, dt)
     s = _F(-sx * beta)
     table = np.array([lut.expf(_F(s * _F(v))) for v in range(256)], _F)[::-1].copy()
-    return {"float_lut": True, "table": table, "inv_scale_of": _F(so), "zo": zo, "dtype": p["dtype"]}
+    return FloatLutSoftmaxPlan(table, _F(so), zo, p.dtype)
 
 
 def _run_uint16_lut(p, x):
@@ -161,42 +181,42 @@ def _run_uint16_lut(p, x):
     table16[v] = min(int(expf(float32(sx*beta) * (v - 255)) * 65535 + 0.5), 65535);
     S = sum(e) (int32); inv = 1.0f / (float(S) * so); (M, sh) = QuantizeMultiplier(inv);
     out = clamp(MBQM(e, M, sh) + zo): blocks of 16 per row "upward" (4Rows), tail double rounding."""
-    u = np.asarray(x).astype(_I64) + (128 if p["dtype"] == "int8" else 0)
-    e = p["table16"][u + 255 - u.max(axis=-1, keepdims=True)]
+    u = np.asarray(x).astype(_I64) + (128 if p.dtype == "int8" else 0)
+    e = p.table16[u + 255 - u.max(axis=-1, keepdims=True)]
     total = e.sum(axis=-1, keepdims=True)
-    inv = (_F(1.0) / (total.astype(_F) * p["out_scale"]).astype(_F)).astype(_F)
+    inv = (_F(1.0) / (total.astype(_F) * p.out_scale).astype(_F)).astype(_F)
     flat_inv = inv.reshape(-1)
     ms = [quantize_multiplier(float(v)) for v in flat_inv]
     M = np.array([m for m, _ in ms], _I64).reshape(inv.shape)
     sh = np.array([s for _, s in ms], _I64).reshape(inv.shape)
-    lo, hi = qrange(p["dtype"])
+    lo, hi = qrange(p.dtype)
     up = mbqm_upward(e, M, sh)
     ref = mbqm_double(e, M, sh)
     d = e.shape[-1]
     lanes = np.arange(d) < 16 * (d // 16)
-    return np.clip(np.where(lanes, up, ref) + p["zo"], lo, hi).astype(p["dtype"])
+    return np.clip(np.where(lanes, up, ref) + p.zo, lo, hi).astype(p.dtype)
 
 
 @kernel("Softmax", VARIANT, prepare=_prepare_softmax, impls=SOFTMAX_IMPLS)
 def _softmax(p, x):
-    if p.get("uint16_lut"):
+    if isinstance(p, Uint16LutSoftmaxPlan):
         return _run_uint16_lut(p, x)
-    if not p.get("float_lut"):
+    if not isinstance(p, FloatLutSoftmaxPlan):
         return ref_softmax.softmax(p, x)
     y = fast_softmax(p, x) if _FAST else None
     if y is not None:
         return y
     q = np.asarray(x).astype(_I64)
-    e = p["table"][255 - q.max(axis=-1, keepdims=True) + q]
+    e = p.table[255 - q.max(axis=-1, keepdims=True) + q]
     total = np.cumsum(e, axis=-1, dtype=_F)[..., -1:]  # sequential float32 sum
-    inv = (_F(1.0) / (total * p["inv_scale_of"]).astype(_F)).astype(_F)
+    inv = (_F(1.0) / (total * p.inv_scale_of).astype(_F)).astype(_F)
     prob = (e * inv).astype(_F)
-    lo, hi = qrange(p["dtype"])
-    if p["dtype"] == "uint8":
+    lo, hi = qrange(p.dtype)
+    if p.dtype == "uint8":
         out = np.trunc((prob + _F(0.5)).astype(_F)).astype(_I64)
     else:
-        out = round_half_away(prob).astype(_I64) + p["zo"]
-    return np.clip(out, lo, hi).astype(p["dtype"])
+        out = round_half_away(prob).astype(_I64) + p.zo
+    return np.clip(out, lo, hi).astype(p.dtype)
 
 
 # --- RESIZE_NEAREST_NEIGHBOR ------------------------------------------------------------------
@@ -205,11 +225,11 @@ def prepare_resize(node, ctx):
     """8-bit nearest without align_corners / half_pixel_centers: 16.16 fixed point,
     sc = (in << 16) // out + 1 ; idx = min((o * sc) >> 16, in - 1).  Otherwise the reference."""
     p = ref_misc.prepare_resize(node, ctx)
-    eight = np.dtype(p["dtype"]).itemsize == 1
-    if p["mode"] == "nearest" and eight and not p["align"] and not p["half"]:
-        p = dict(p, fixed_16_16=True)
-    if p["mode"] != "nearest" and p["dtype"] == "uint8":
-        p = dict(p, optimized=True)  # ResizeBilinearGenericSmallChannel<uint8> (ref_misc.resize_bilinear_uint8)
+    eight = np.dtype(p.dtype).itemsize == 1
+    if p.mode == "nearest" and eight and not p.align and not p.half:
+        p = replace(p, fixed_16_16=True)
+    if p.mode != "nearest" and p.dtype == "uint8":
+        p = replace(p, optimized=True)  # ResizeBilinearGenericSmallChannel<uint8> (ref_misc.resize_bilinear_uint8)
     return p
 
 
@@ -220,8 +240,8 @@ def _fixed_index(n_out: int, n_in: int) -> np.ndarray:
 
 @kernel("Resize", VARIANT, prepare=prepare_resize)
 def resize(p, x, roi=None, scales=None, sizes=None):
-    if not p.get("fixed_16_16"):
+    if not p.fixed_16_16:
         return ref_misc.resize(p, x)
-    oh, ow = p["size"]
+    oh, ow = p.size
     _, ih, iw, _ = x.shape
-    return x[:, _fixed_index(oh, ih)][:, :, _fixed_index(ow, iw)].astype(p["dtype"])
+    return x[:, _fixed_index(oh, ih)][:, :, _fixed_index(ow, iw)].astype(p.dtype)

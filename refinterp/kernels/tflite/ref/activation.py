@@ -9,6 +9,9 @@ TFLite default: gemmlowp double rounding).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -27,12 +30,29 @@ def _codes(dtype: str) -> np.ndarray:
     return np.arange(lo, hi + 1, dtype=np.int64)
 
 
-def _plan(table: np.ndarray, dtype: str, **info) -> dict:
-    return {"table": np.asarray(table, np.int64), "lo": qrange(dtype)[0], "dtype": dtype, **info}
+@dataclass(frozen=True)
+class TablePlan:
+    """An 8/16-bit unary op as a table: ``table[code - lo]`` for every input code."""
+
+    table: np.ndarray  # int64 output codes
+    lo: int
+    dtype: str
+    info: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # how it was made
+    alt_table: np.ndarray | None = None  # tflite_opt HARD_SWISH: the NEON lanes' table
+
+    def describe(self) -> dict[str, Any]:
+        d = {"table": self.table, "lo": self.lo, "dtype": self.dtype, **self.info}
+        if self.alt_table is not None:
+            d["neon_table"] = self.alt_table
+        return d
 
 
-def _run_table(plan: dict, x: np.ndarray) -> np.ndarray:
-    return lookup(plan["table"], x, plan["lo"], plan["dtype"])
+def _plan(table: np.ndarray, dtype: str, **info) -> TablePlan:
+    return TablePlan(np.asarray(table, np.int64), qrange(dtype)[0], dtype, MappingProxyType(info))
+
+
+def _run_table(plan: TablePlan, x: np.ndarray) -> np.ndarray:
+    return lookup(plan.table, x, plan.lo, plan.dtype)
 
 
 def _io(node, ctx, allowed=("int8", "uint8", "int16")):
@@ -297,8 +317,8 @@ def _prepare_rsqrt(node, ctx):
 
 @kernel("Rsqrt", "tflite_ref", prepare=_prepare_rsqrt, impls=TABLE_IMPLS)
 def _rsqrt(plan, x):
-    if x.size and int(x.min()) < plan["valid_from"]:
+    if x.size and int(x.min()) < plan.info["valid_from"]:
         # LiteRT fails the node the same way ("Rsqrt is only defined for positive values").
-        raise InputError(f"RSQRT input code {int(x.min())} is below the zero point {plan['valid_from']} "
+        raise InputError(f"RSQRT input code {int(x.min())} is below the zero point {plan.info['valid_from']} "
                          f"(negative real value)")
     return _run_table(plan, x)

@@ -6,6 +6,8 @@ same element pairs).  All intermediate values are int32-valued (checked bounds i
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
@@ -25,6 +27,61 @@ _FAST = fast_kernels()
 # float32_multiplier (LiteRT mul.cc) | float64_multiplier (TFLM mul_common.cc).
 ADD_IMPLS = ("pot_if_possible", "general_int16")
 MUL_IMPLS = ("float32_multiplier", "float64_multiplier")
+
+
+@dataclass(frozen=True)
+class AddSubPlan:
+    sub: bool
+    clamp: tuple[int, int]
+    dtype: str
+    pot: bool = False  # int16 power-of-two scales: rounding shifts only
+    shift1: int = 0
+    shift2: int = 0
+    left_shift: int = 0  # 20 (8-bit) | 15 (int16)
+    z1: int = 0
+    z2: int = 0
+    zo: int = 0
+    m1: int = 0
+    e1: int = 0
+    m2: int = 0
+    e2: int = 0
+    mo: int = 0
+    eo: int = 0
+    rounding: str = ""
+    neon_int16: bool = False  # tflite_opt: the NEON int16 ADD path
+
+
+@dataclass(frozen=True)
+class MulPlan:
+    z1: int
+    z2: int
+    zo: int
+    m: int
+    shift: int
+    clamp: tuple[int, int]
+    rounding: str
+    dtype: str
+    vector_width: int | None = None  # tflite_opt: the NEON lanes of the vectorised MUL
+
+
+@dataclass(frozen=True)
+class SqDiffPlan:
+    z1: int
+    z2: int
+    zo: int
+    m1: int
+    e1: int
+    m2: int
+    e2: int
+    mo: int
+    eo: int
+    rounding: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class DtypePlan:
+    dtype: str
 
 
 def _binary_io(node, ctx, allowed):
@@ -66,8 +123,7 @@ def prepare_add_sub(is_sub: bool):
                 if not (sh1 == 0 or sh2 == 0) or sh1 > 0 or sh2 > 0:
                     raise UnsupportedOpError(f"{where(node)}: power-of-two int16 scales need one input "
                                              f"with the output scale and the other smaller")
-                return {"pot": True, "sub": is_sub, "shift1": sh1, "shift2": sh2, "clamp": (lo, hi),
-                        "dtype": dt}
+                return AddSubPlan(is_sub, (lo, hi), dt, pot=True, shift1=sh1, shift2=sh2)
         ls = 15 if dt == "int16" else 20
         twice_max = float(_F(2) * max(s1, s2))  # float32, exact
         r1 = float(s1) / twice_max
@@ -79,9 +135,8 @@ def prepare_add_sub(is_sub: bool):
             Mo, eo = quantize_multiplier_greater_than_one(ro)
         else:
             Mo, eo = _smaller_than_one(node, ro, "output")
-        return {"pot": False, "sub": is_sub, "left_shift": ls, "z1": z1, "z2": z2, "zo": zo,
-                "m1": M1, "e1": e1, "m2": M2, "e2": e2, "mo": Mo, "eo": eo, "clamp": (lo, hi),
-                "rounding": rounding(ctx).value, "dtype": dt}
+        return AddSubPlan(is_sub, (lo, hi), dt, left_shift=ls, z1=z1, z2=z2, zo=zo, m1=M1, e1=e1, m2=M2, e2=e2,
+                          mo=Mo, eo=eo, rounding=rounding(ctx).value)
     return prepare
 
 
@@ -91,23 +146,23 @@ def run_add_sub(p, a, b):
         return y
     a = a.astype(_I64)
     b = b.astype(_I64)
-    lo, hi = p["clamp"]
-    if p["pot"]:
+    lo, hi = p.clamp
+    if p.pot:
         # int16 F0 fixed point: one operand is already on the output scale.
-        if p["shift1"] == 0:
-            x, y = a, rdbp(b, -p["shift2"])
+        if p.shift1 == 0:
+            x, y = a, rdbp(b, -p.shift2)
         else:
-            x, y = rdbp(a, -p["shift1"]), b
-        s = x - y if p["sub"] else x + y  # saturating int16 add / sub
-        return np.clip(np.clip(s, -32768, 32767), lo, hi).astype(p["dtype"])
-    r = p["rounding"]
-    ls = p["left_shift"]
+            x, y = rdbp(a, -p.shift1), b
+        s = x - y if p.sub else x + y  # saturating int16 add / sub
+        return np.clip(np.clip(s, -32768, 32767), lo, hi).astype(p.dtype)
+    r = p.rounding
+    ls = p.left_shift
     # |(q - z) << 20| < 2^28 for 8-bit, |q << 15| < 2^31 for int16: int32-valued.
-    A = mbqm((a - p["z1"]) << ls, p["m1"], p["e1"], r)
-    B = mbqm((b - p["z2"]) << ls, p["m2"], p["e2"], r)
-    s = wrap_int32(A - B if p["sub"] else A + B)
-    out = mbqm(s, p["mo"], p["eo"], r) + p["zo"]
-    return np.clip(out, lo, hi).astype(p["dtype"])
+    A = mbqm((a - p.z1) << ls, p.m1, p.e1, r)
+    B = mbqm((b - p.z2) << ls, p.m2, p.e2, r)
+    s = wrap_int32(A - B if p.sub else A + B)
+    out = mbqm(s, p.mo, p.eo, r) + p.zo
+    return np.clip(out, lo, hi).astype(p.dtype)
 
 
 # --- MUL --------------------------------------------------------------------------------------
@@ -128,15 +183,14 @@ def prepare_mul(node, ctx):
     dt, s1, z1, s2, z2, so, zo = _binary_io(node, ctx, ("int8", "uint8", "int16"))
     lo, hi = activation_range(node.attrs.get("activation"), so, zo, dt, node)
     M, s = quantize_multiplier(_mul_real_multiplier(ctx, s1, s2, so))
-    return {"z1": z1, "z2": z2, "zo": zo, "m": M, "shift": s, "clamp": (lo, hi),
-            "rounding": rounding(ctx).value, "dtype": dt}
+    return MulPlan(z1, z2, zo, M, s, (lo, hi), rounding(ctx).value, dt)
 
 
 def run_mul(p, a, b):
-    prod = wrap_int32((a.astype(_I64) - p["z1"]) * (b.astype(_I64) - p["z2"]))
-    out = mbqm(prod, p["m"], p["shift"], p["rounding"]) + p["zo"]
-    lo, hi = p["clamp"]
-    return np.clip(out, lo, hi).astype(p["dtype"])
+    prod = wrap_int32((a.astype(_I64) - p.z1) * (b.astype(_I64) - p.z2))
+    out = mbqm(prod, p.m, p.shift, p.rounding) + p.zo
+    lo, hi = p.clamp
+    return np.clip(out, lo, hi).astype(p.dtype)
 
 
 # --- SQUARED_DIFFERENCE -----------------------------------------------------------------------
@@ -150,33 +204,32 @@ def _prepare_sqdiff(node, ctx):
     M2, e2 = _smaller_than_one(node, float(s2) / twice_max, "input 2")
     ro = (twice_max * twice_max) / float(_F(_F(1 << 14) * so))
     Mo, eo = _smaller_than_one(node, ro, "output")
-    return {"z1": z1, "z2": z2, "zo": zo, "m1": M1, "e1": e1, "m2": M2, "e2": e2, "mo": Mo, "eo": eo,
-            "rounding": rounding(ctx).value, "dtype": dt}
+    return SqDiffPlan(z1, z2, zo, M1, e1, M2, e2, Mo, eo, rounding(ctx).value, dt)
 
 
 def _run_sqdiff(p, a, b):
-    r = p["rounding"]
-    A = mbqm((a.astype(_I64) - p["z1"]) << 7, p["m1"], p["e1"], r)
-    B = mbqm((b.astype(_I64) - p["z2"]) << 7, p["m2"], p["e2"], r)
+    r = p.rounding
+    A = mbqm((a.astype(_I64) - p.z1) << 7, p.m1, p.e1, r)
+    B = mbqm((b.astype(_I64) - p.z2) << 7, p.m2, p.e2, r)
     d = A - B
-    out = mbqm(wrap_int32(d * d), p["mo"], p["eo"], r) + p["zo"]
-    lo, hi = qrange(p["dtype"])
-    return np.clip(out, lo, hi).astype(p["dtype"])
+    out = mbqm(wrap_int32(d * d), p.mo, p.eo, r) + p.zo
+    lo, hi = qrange(p.dtype)
+    return np.clip(out, lo, hi).astype(p.dtype)
 
 
 # --- MAXIMUM / MINIMUM ------------------------------------------------------------------------
 
 def _prepare_maxmin(node, ctx):
     """Raw stored-integer max/min; LiteRT ignores the quantization parameters."""
-    return {"dtype": ctx.outputs[0].dtype}
+    return DtypePlan(ctx.outputs[0].dtype)
 
 
 def _run_max(p, a, b):
-    return np.maximum(a, b).astype(p["dtype"])
+    return np.maximum(a, b).astype(p.dtype)
 
 
 def _run_min(p, a, b):
-    return np.minimum(a, b).astype(p["dtype"])
+    return np.minimum(a, b).astype(p.dtype)
 
 
 kernel("Add", "tflite_ref", prepare=prepare_add_sub(False), impls=ADD_IMPLS)(run_add_sub)

@@ -115,29 +115,29 @@ _LUT_MIN = 32768  # smaller calls compute: the 64 KB table is mostly cold betwee
 def _ref_build(p: dict):
     """[(loop, args between the operands and ``out``, dtype), its pair table (built lazily),
     whether a pair table applies (8-bit)] for a reference ADD/SUB plan, or None."""
-    dt = p["dtype"]
+    dt = p.dtype
     if dt not in ("int8", "uint8", "int16"):
         return None
-    lo, hi = (int(v) for v in p["clamp"])
-    neg = -1 if p["sub"] else 0
-    if p["pot"]:
-        s1, s2 = int(p["shift1"]), int(p["shift2"])
+    lo, hi = (int(v) for v in p.clamp)
+    neg = -1 if p.sub else 0
+    if p.pot:
+        s1, s2 = int(p.shift1), int(p.shift2)
         if dt != "int16" or s1 > 0 or s2 > 0 or s1 < -31 or s2 < -31:
             return None
         k1, k2 = (0, 0, -s1 if s1 else 0), (0, 0, -s2 if s1 == 0 else 0)
         return [(_pot, (0, 0, 0, k1, k2, neg, (0, 0, 0), 0, max(lo, -32768), min(hi, 32767)), np.dtype(dt)), None,
                 False]
     info = np.iinfo(np.dtype(dt))
-    span = max(max(abs(int(info.min) - int(z)), abs(int(info.max) - int(z))) for z in (p["z1"], p["z2"]))
-    if span << int(p["left_shift"]) >= 1 << 31:  # zero points far outside the range: NumPy path
+    span = max(max(abs(int(info.min) - int(z)), abs(int(info.max) - int(z))) for z in (p.z1, p.z2))
+    if span << int(p.left_shift) >= 1 << 31:  # zero points far outside the range: NumPy path
         return None
-    r = p["rounding"]
-    fs = [forms(p[m], p[e], r) for m, e in (("m1", "e1"), ("m2", "e2"), ("mo", "eo"))]
+    r = p.rounding
+    fs = [forms(getattr(p, m), getattr(p, e), r) for m, e in (("m1", "e1"), ("m2", "e2"), ("mo", "eo"))]
     if any(f is None for f in fs):
         return None
     k1, k2, ko = (tuple(f[1:]) for f in fs)
     loops = _LOOPS_R if fs[0][0] != 2 and k1[1] == k2[1] == ko[1] == 0 else _LOOPS
-    t = (loops[fs[0][0]], (int(p["z1"]), int(p["z2"]), int(p["left_shift"]), k1, k2, neg, ko, int(p["zo"]),
+    t = (loops[fs[0][0]], (int(p.z1), int(p.z2), int(p.left_shift), k1, k2, neg, ko, int(p.zo),
                            lo, hi), np.dtype(dt))
     return [t, None, dt != "int16"]  # the pair table is built on the first large call
 
@@ -199,21 +199,21 @@ def fast_add_sub(p: dict, a, b) -> np.ndarray | None:
 
 def _neon_build(p: dict):
     """(reference loop, NEON block loop) of an optimized int16 ADD plan, or None."""
-    if p["dtype"] != "int16" or p["pot"] or not (-31 <= p["eo"] <= 0) or not (0 <= p["mo"] < 2 ** 31):
+    if p.dtype != "int16" or p.pot or not (-31 <= p.eo <= 0) or not (0 <= p.mo < 2 ** 31):
         return None
     ref = prepared(p, "add_ref", _ref_build)
     if ref is None:
         return None
     ref = ref[0]
-    ls = int(p["left_shift"])
+    ls = int(p.left_shift)
     ks = []
     for m, e in (("m1", "e1"), ("m2", "e2")):
-        sh = ls + int(p[e])
-        if not (0 <= p[m] < 2 ** 31) or not (-31 <= sh <= 31):
+        sh = ls + int(getattr(p, e))
+        if not (0 <= getattr(p, m) < 2 ** 31) or not (-31 <= sh <= 31):
             return None
-        ks.append((int(p[m]), max(sh, 0), max(-sh, 0)))
-    lo, hi = (int(v) for v in p["clamp"])
-    args = (int(p["z1"]), int(p["z2"]), ls, ks[0], ks[1], 0, (int(p["mo"]), 0, -int(p["eo"])), int(p["zo"]),
+        ks.append((int(getattr(p, m)), max(sh, 0), max(-sh, 0)))
+    lo, hi = (int(v) for v in p.clamp)
+    args = (int(p.z1), int(p.z2), ls, ks[0], ks[1], 0, (int(p.mo), 0, -int(p.eo)), int(p.zo),
             max(lo, -32768), min(hi, 32767))
     return ref, (_neon, args, np.dtype("int16"))
 
@@ -221,7 +221,7 @@ def _neon_build(p: dict):
 def fast_opt_add(p: dict, a, b) -> np.ndarray | None:
     """``optimized.elementwise.add(p, a, b)`` (reference formula; NEON int16 blocks of 16 when the
     shapes are equal, the last size % 16 elements by the reference formula) or None."""
-    if not p.get("neon_int16"):
+    if not p.neon_int16:
         return fast_add_sub(p, a, b)
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.size < _NEON_BLOCK:
@@ -236,12 +236,12 @@ def fast_opt_add(p: dict, a, b) -> np.ndarray | None:
 
 
 def _xnn_build(p: dict):
-    dt = np.dtype(p["dtype"])
-    shift = int(p["shift"])
+    dt = np.dtype(p.dtype)
+    shift = int(p.shift)
     if dt not in (np.int8, np.uint8) or not (0 <= shift <= 62):
         return None
-    lo, hi = (int(v) for v in p["clamp"])
-    return _xnn_loop, (int(p["a_multiplier"]), int(p["b_multiplier"]), int(p["bias"]), shift, int(p["zo"]), lo, hi), dt
+    lo, hi = (int(v) for v in p.clamp)
+    return _xnn_loop, (int(p.a_multiplier), int(p.b_multiplier), int(p.bias), shift, int(p.zo), lo, hi), dt
 
 
 def fast_xnn_add(p: dict, a, b) -> np.ndarray | None:

@@ -4,6 +4,9 @@
 ``integer_ops/l2normalization.h``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
@@ -18,7 +21,54 @@ _F = np.float32
 
 # --- QUANTIZE ---------------------------------------------------------------------------------
 
-def prepare_quantize(node, ctx):
+@dataclass(frozen=True)
+class QuantizePlan:
+    float: bool  # float32 input (else integer requantization)
+    zo: int
+    dtype: str
+    scale: np.float32 | None = None  # float input: the output scale
+    zx: int = 0
+    multiplier: int = 0
+    shift: int = 0
+    rounding: str = ""
+    # tflite_opt: float inputs in blocks of 8 multiplied by the reciprocal (``reciprocal``), the
+    # conversions saturating or not; 8-bit requantization in blocks (``requant_blocks``)
+    opt_blocks: bool = False
+    reciprocal: np.float32 | None = None
+    saturating: bool = False
+    requant_blocks: int = 0
+
+
+@dataclass(frozen=True)
+class DequantizePlan:
+    f16: bool
+    quant: Any = None
+    # tflite_opt: blocks of 8 as float32 q * s + (-z * s), one multiply-add (``fma``) or two roundings
+    opt_blocks: bool = False
+    scale: np.float32 | None = None
+    zero_times_scale: np.float32 | None = None
+    fma: bool = False
+
+
+@dataclass(frozen=True)
+class ResizePlan:
+    mode: str  # nearest | linear
+    align: bool
+    half: bool
+    size: tuple[int, int]
+    dtype: str
+    fixed_16_16: bool = False  # tflite_opt nearest, 8-bit: 16.16 fixed-point source indices
+    optimized: bool = False  # tflite_opt bilinear uint8 (ResizeBilinearGenericSmallChannel)
+    q11: bool = False  # XNNPACK: Q11 fractions
+
+
+@dataclass(frozen=True)
+class L2NormPlan:
+    zx: int
+    rounding: str
+
+
+def prepare_quantize(node, ctx) -> QuantizePlan:
     """float32 -> int: clamp(int32(roundf(x / (float)s)) + zp); the float->int32 conversion of an
     out-of-range or NaN value gives INT32_MIN (x86 cvttss2si) and the zero point add wraps.
     int -> int: clamp(MBQM(q - zx, QuantizeMultiplier(double(sx)/double(so))) + zo) (int32 outputs:
@@ -32,25 +82,24 @@ def prepare_quantize(node, ctx):
     so, zo = qparams(out, node, "output")
     idt = ctx.inputs[0].dtype
     if idt == "float32":
-        return {"float": True, "scale": so, "zo": zo, "dtype": odt}
+        return QuantizePlan(True, zo, odt, scale=so)
     check_dtype(ctx.inputs[0], node, ("int8", "uint8", "int16", "int32"))
     sx, zx = qparams(ctx.inputs[0], node, "input")
     M, s = quantize_multiplier(float(sx) / float(so))
-    return {"float": False, "zx": zx, "zo": zo, "multiplier": M, "shift": s, "rounding": rounding(ctx).value,
-            "dtype": odt}
+    return QuantizePlan(False, zo, odt, zx=zx, multiplier=M, shift=s, rounding=rounding(ctx).value)
 
 
 @kernel("Quantize", "tflite_ref", prepare=prepare_quantize)
 def quantize(p, x):
-    lo, hi = qrange(p["dtype"])
-    if p["float"]:
+    lo, hi = qrange(p.dtype)
+    if p.float:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            r = round_half_away((np.asarray(x, _F) / p["scale"]).astype(_F)).astype(np.float64)
+            r = round_half_away((np.asarray(x, _F) / p.scale).astype(_F)).astype(np.float64)
         ok = np.isfinite(r) & (np.abs(r) < 2.0 ** 31)
         q = np.where(ok, np.where(ok, r, 0).astype(_I64), -(1 << 31))
-        return np.clip(wrap_int32(q + p["zo"]), lo, hi).astype(p["dtype"])
-    y = mbqm(x.astype(_I64) - p["zx"], p["multiplier"], p["shift"], p["rounding"]) + p["zo"]
-    return np.clip(y, lo, hi).astype(p["dtype"])
+        return np.clip(wrap_int32(q + p.zo), lo, hi).astype(p.dtype)
+    y = mbqm(x.astype(_I64) - p.zx, p.multiplier, p.shift, p.rounding) + p.zo
+    return np.clip(y, lo, hi).astype(p.dtype)
 
 
 # --- DEQUANTIZE -------------------------------------------------------------------------------
@@ -61,18 +110,18 @@ def prepare_dequantize(node, ctx):
     float16 -> float32 is exact."""
     t = ctx.inputs[0]
     if t.dtype == "float16":
-        return {"f16": True}
+        return DequantizePlan(True)
     check_dtype(t, node, ("int8", "uint8", "int16", "int32"))
     if t.quant is None:
         raise UnsupportedOpError(f"{where(node)}: DEQUANTIZE input '{t.name}' has no quantization")
-    return {"f16": False, "quant": t.quant}
+    return DequantizePlan(False, t.quant)
 
 
 @kernel("Dequantize", "tflite_ref", prepare=prepare_dequantize)
 def dequantize(p, x):
-    if p["f16"]:
+    if p.f16:
         return np.asarray(x).astype(np.float32)
-    s, z = p["quant"].broadcast(x.shape)
+    s, z = p.quant.broadcast(x.shape)
     return (np.asarray(s, np.float64) * (x.astype(_I64) - z)).astype(np.float32)
 
 
@@ -93,8 +142,8 @@ def prepare_resize(node, ctx):
         size = [int(v) for v in np.asarray(size).ravel()[-2:]]
     else:
         size = [int(out_shape[1]), int(out_shape[2])]
-    return {"mode": mode, "align": bool(a.get("align_corners", False)),
-            "half": bool(a.get("half_pixel_centers", False)), "size": size, "dtype": dt}
+    return ResizePlan(mode, bool(a.get("align_corners", False)), bool(a.get("half_pixel_centers", False)),
+                      tuple(size), dt)
 
 
 def _tdiv(a, b):
@@ -170,23 +219,23 @@ def resize_bilinear_uint8(x, oh: int, ow: int, align: bool, half: bool, optimize
 def resize(p, x, roi=None, scales=None, sizes=None):
     if x.ndim != 4:
         raise UnsupportedOpError(f"TFLite integer resize needs a 4-D NHWC input, got shape {x.shape}")
-    oh, ow = p["size"]
+    oh, ow = p.size
     _, ih, iw, _ = x.shape
-    if p["mode"] == "nearest":
-        iy = _nearest_index(oh, ih, p["align"], p["half"])
-        ix = _nearest_index(ow, iw, p["align"], p["half"])
-        return x[:, iy][:, :, ix].astype(p["dtype"])
-    if p["dtype"] == "uint8":
-        return resize_bilinear_uint8(x, oh, ow, p["align"], p["half"], bool(p.get("optimized")))
-    vy, y0, y1 = _bilinear_coords(oh, ih, p["align"], p["half"])
-    vx, x0, x1 = _bilinear_coords(ow, iw, p["align"], p["half"])
+    if p.mode == "nearest":
+        iy = _nearest_index(oh, ih, p.align, p.half)
+        ix = _nearest_index(ow, iw, p.align, p.half)
+        return x[:, iy][:, :, ix].astype(p.dtype)
+    if p.dtype == "uint8":
+        return resize_bilinear_uint8(x, oh, ow, p.align, p.half, bool(p.optimized))
+    vy, y0, y1 = _bilinear_coords(oh, ih, p.align, p.half)
+    vx, x0, x1 = _bilinear_coords(ow, iw, p.align, p.half)
     dy = (vy - 1024 * y0)[None, :, None, None]
     dx = (vx - 1024 * x0)[None, None, :, None]
     q = x.astype(_I64)
     acc = (q[:, y0][:, :, x0] * (1024 - dy) * (1024 - dx) + q[:, y1][:, :, x0] * dy * (1024 - dx)
            + q[:, y0][:, :, x1] * (1024 - dy) * dx + q[:, y1][:, :, x1] * dy * dx)
     out = _tdiv(acc + np.where(acc > 0, 1 << 19, -(1 << 19)), 1 << 20)
-    return out.astype(p["dtype"])  # the C++ casts without clamping
+    return out.astype(p.dtype)  # the C++ casts without clamping
 
 
 # --- L2_NORMALIZATION -------------------------------------------------------------------------
@@ -201,12 +250,12 @@ def _prepare_l2norm(node, ctx):
         raise UnsupportedOpError(f"{where(node)}: int8 L2_NORMALIZATION needs output scale 1/128, zp 0")
     if int(node.attrs.get("axis", -1)) not in (-1, len(ctx.inputs[0].shape or (0,)) - 1):
         raise UnsupportedOpError(f"{where(node)}: L2 normalisation over a non-last axis")
-    return {"zx": zx, "rounding": rounding(ctx).value}
+    return L2NormPlan(zx, rounding(ctx).value)
 
 
 @kernel("L2Normalization", "tflite_ref", prepare=_prepare_l2norm)
 def _l2norm(p, x):
-    v = x.astype(_I64) - p["zx"]
+    v = x.astype(_I64) - p.zx
     acc = wrap_int32((v * v).sum(axis=-1, keepdims=True))
     M, s = gemmlowp.inv_sqrt_multiplier_exp(acc, -1)
-    return np.clip(mbqm(v, M, s + 7, p["rounding"]), -128, 127).astype(np.int8)
+    return np.clip(mbqm(v, M, s + 7, p.rounding), -128, 127).astype(np.int8)

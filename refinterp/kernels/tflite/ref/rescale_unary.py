@@ -15,6 +15,8 @@ against the input (NumPy rules, as the 4-D slow broadcast).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from refinterp.quant.fixedpoint import quantize_multiplier
@@ -26,7 +28,30 @@ VARIANT = "tflite_ref"
 _F = np.float32
 
 
-def _prepare(node, ctx):
+@dataclass(frozen=True)
+class PReluPlan:
+    zx: int
+    za: int
+    zo: int
+    m1: int
+    e1: int
+    m2: int
+    e2: int
+    dtype: str
+    rounding: str
+
+
+@dataclass(frozen=True)
+class AbsPlan:
+    zx: int
+    zo: int
+    m: int | None  # None: equal scales, codes only shifted
+    e: int | None
+    dtype: str
+    rounding: str
+
+
+def _prepare(node, ctx) -> PReluPlan:
     x, alpha, y = ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
     if alpha is None:
         raise UnsupportedOpError(f"{where(node)}: PRELU needs an alpha input")
@@ -41,19 +66,18 @@ def _prepare(node, ctx):
     so, zo = qparams(y, node, "output")
     M1, e1 = quantize_multiplier(float(_F(sx / so)))
     M2, e2 = quantize_multiplier(float(_F(_F(sx * sa) / so)))
-    return {"zx": zx, "za": za, "zo": zo, "m1": M1, "e1": e1, "m2": M2, "e2": e2, "dtype": dt,
-            "rounding": rounding(ctx).value}
+    return PReluPlan(zx, za, zo, M1, e1, M2, e2, dt, rounding(ctx).value)
 
 
 @kernel("PRelu", VARIANT, prepare=_prepare)
 def qprelu(p, x, alpha):
-    d = np.asarray(x).astype(np.int64) - p["zx"]
-    a = np.asarray(alpha).astype(np.int64) - p["za"]
-    r = p["rounding"]
-    pos = mbqm(d, p["m1"], p["e1"], r)
-    neg = mbqm(d * a, p["m2"], p["e2"], r)
-    lo, hi = qrange(p["dtype"])
-    return np.clip(np.where(d >= 0, pos, neg) + p["zo"], lo, hi).astype(p["dtype"])
+    d = np.asarray(x).astype(np.int64) - p.zx
+    a = np.asarray(alpha).astype(np.int64) - p.za
+    r = p.rounding
+    pos = mbqm(d, p.m1, p.e1, r)
+    neg = mbqm(d * a, p.m2, p.e2, r)
+    lo, hi = qrange(p.dtype)
+    return np.clip(np.where(d >= 0, pos, neg) + p.zo, lo, hi).astype(p.dtype)
 
 
 def _prepare_abs(node, ctx):
@@ -72,13 +96,13 @@ def _prepare_abs(node, ctx):
     if dt == "int16" and (zx or zo):
         raise UnsupportedOpError(f"{where(node)}: int16 ABS needs zero points of 0")
     M, e = (None, None) if sx == so else quantize_multiplier(float(_F(sx / so)))
-    return {"zx": zx, "zo": zo, "m": M, "e": e, "dtype": dt, "rounding": rounding(ctx).value}
+    return AbsPlan(zx, zo, M, e, dt, rounding(ctx).value)
 
 
 @kernel("Abs", VARIANT, prepare=_prepare_abs)
 def qabs(p, x):
-    v = np.abs(np.asarray(x).astype(np.int64) - p["zx"])
-    if p["m"] is not None:
-        v = mbqm(v, p["m"], p["e"], p["rounding"])
-    lo, hi = qrange(p["dtype"])
-    return np.clip(v + p["zo"], lo, hi).astype(p["dtype"])
+    v = np.abs(np.asarray(x).astype(np.int64) - p.zx)
+    if p.m is not None:
+        v = mbqm(v, p.m, p.e, p.rounding)
+    lo, hi = qrange(p.dtype)
+    return np.clip(v + p.zo, lo, hi).astype(p.dtype)

@@ -146,33 +146,33 @@ def _opt_float(x, table, so, zo, uint8_out, lo, hi, out):  # pragma: no cover - 
 
 def _build(p: dict):
     """Per-plan tables: ('ref8', E, R, valid, ...), ('ref16', E, inv_lut) or ('float', ...)."""
-    if p.get("uint16_lut"):
+    if getattr(p, "uint16_lut", False):
         return None
-    if p.get("float_lut"):
-        table = np.ascontiguousarray(p["table"], np.float32)
+    if getattr(p, "float_lut", False):
+        table = np.ascontiguousarray(p.table, np.float32)
         if table.shape != (256,) or not (np.all(np.isfinite(table)) and table.min() >= 0 and table.max() <= 1):
             return None  # beta <= 0 or NaN scales: not covered
-        lo, hi = qrange(p["dtype"])
-        return ("float", table, np.float32(p["inv_scale_of"]),
-                int(p["zo"]), p["dtype"] == "uint8", lo, hi)
-    if "int16" not in p:
+        lo, hi = qrange(p.dtype)
+        return ("float", table, np.float32(p.inv_scale_of),
+                int(p.zo), p.dtype == "uint8", lo, hi)
+    if not hasattr(p, "int16"):
         return None
-    if p["int16"]:
+    if p.int16:
         d = np.arange(-65535, 1, dtype=_I64)
-        scaled = mbqm(d, p["multiplier"], p["shift"], p["rounding"]) + 32767
-        E = lut.lut_lookup_int16(np.clip(scaled, -32768, 32767), p["exp_lut"]).astype(_I64)
+        scaled = mbqm(d, p.multiplier, p.shift, p.rounding) + 32767
+        E = lut.lut_lookup_int16(np.clip(scaled, -32768, 32767), p.exp_lut).astype(_I64)
         if E.min() < 0 or E.max() > 32767:
             return None
-        return ("ref16", np.ascontiguousarray(E, np.int32), np.ascontiguousarray(p["inv_lut"], _I64))
+        return ("ref16", np.ascontiguousarray(E, np.int32), np.ascontiguousarray(p.inv_lut, _I64))
     d = np.arange(-255, 1, dtype=_I64)
-    valid = d >= p["diff_min"]
-    z = mbqm(np.where(valid, d, 0), p["multiplier"], p["left_shift"], p["rounding"])
+    valid = d >= p.diff_min
+    z = mbqm(np.where(valid, d, 0), p.multiplier, p.left_shift, p.rounding)
     E = gemmlowp.exp_on_negative_values(z, 5).astype(_I64)
     if E.min() < 0:
         return None
     R = np.where(valid, np_rdbp(E, 12), 0).astype(_I64)
-    lo, hi = qrange(p["dtype"])
-    return ("ref8", E, R, valid, int(p["out_bits"]), int(p["out_min"]), lo, hi)
+    lo, hi = qrange(p.dtype)
+    return ("ref8", E, R, valid, int(p.out_bits), int(p.out_min), lo, hi)
 
 
 _IN_TYPES = {"ref8": (np.int8, np.uint8), "float": (np.int8, np.uint8), "ref16": (np.int16,)}
@@ -187,7 +187,7 @@ def fast_softmax(p: dict, x) -> np.ndarray | None:
         return None
     depth = x.shape[-1]
     x2 = np.ascontiguousarray(x).reshape(-1, depth)
-    out = np.empty(x2.shape, np.dtype(p["dtype"]))
+    out = np.empty(x2.shape, np.dtype(p.dtype))
     if t[0] == "ref8":
         if depth >= 4096:  # the Q12 sum could pass 2^31
             return None

@@ -21,8 +21,9 @@ Numeric contracts when XNNPACK runs the node (8-bit tensors only):
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Callable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,10 +33,12 @@ from ..optimized import activation as opt_activation
 from ..optimized import elementwise as opt_elementwise
 from ..optimized import misc as opt_misc
 from ..ref import activation as ref_activation
+from ..ref.activation import TablePlan
 from ..ref import elementwise as ref_elementwise
 from ..ref import misc as ref_misc
 from ..common import qparams, qrange
 from ..ref.elementwise_fast import fast_xnn_add
+from ...prepared import plan_fields
 from ...registry import kernel
 from .gemm import delegate_ctx, fallback_ctx
 
@@ -45,18 +48,72 @@ _I64 = np.int64
 _FAST = fast_kernels()
 
 
+@dataclass(frozen=True)
+class XnnChoice:
+    """Who runs the node (XNNPACK, or the built-in kernel it leaves the node to) and that one's plan."""
+
+    executed_by: str
+    delegated: bool
+    plan: Any
+
+    def describe(self) -> dict[str, Any]:
+        return {"executed_by": self.executed_by, "delegated": self.delegated, **plan_fields(self.plan)}
+
+
+@dataclass(frozen=True)
+class XnnAddPlan:
+    a_multiplier: int
+    b_multiplier: int
+    shift: int
+    bias: int
+    zo: int
+    clamp: tuple[int, int]
+    dtype: str
+    op: str = "add"
+
+
+@dataclass(frozen=True)
+class XnnMulPlan:
+    scale: np.float32
+    z1: int
+    z2: int
+    zo: int
+    clamp: tuple[int, int]
+    dtype: str
+    op: str = "mul"
+
+
+@dataclass(frozen=True)
+class XnnQuantizePlan:
+    float: bool
+    zo: int
+    dtype: str
+    reciprocal: np.float32 | None = None  # float input
+    table: TablePlan | None = None  # 8-bit input: every code requantized
+    multiplier: int | None = None
+
+    def describe(self) -> dict[str, Any]:
+        d = {k: v for k, v in vars(self).items() if k != "table" and not k.startswith("_")}
+        return {**d, **(plan_fields(self.table) if self.table is not None else {})}
+
+
+@dataclass(frozen=True)
+class XnnDequantizePlan:
+    scale: float
+    zx: int
+
+
 def register(op: str, refusal: Callable, prepare_xnn: Callable, run_xnn: Callable,
              prepare_builtin: Callable, run_builtin: Callable) -> None:
     """Register ``op`` under ``xnn``: ``refusal(node, ctx) -> reason | None`` decides who runs it."""
     def prepare(node, ctx):
         why = refusal(node, ctx)
         if why is None:
-            return {"executed_by": "xnnpack", "delegated": True, **prepare_xnn(node, delegate_ctx(ctx))}
-        plan = prepare_builtin(node, fallback_ctx(ctx))
-        return {"executed_by": f"built-in kernel (XNNPACK refuses: {why})", "delegated": False, **plan}
+            return XnnChoice("xnnpack", True, prepare_xnn(node, delegate_ctx(ctx)))
+        return XnnChoice(f"built-in kernel (XNNPACK refuses: {why})", False, prepare_builtin(node, fallback_ctx(ctx)))
 
-    def run(plan, *xs):
-        return (run_xnn if plan["delegated"] else run_builtin)(plan, *xs)
+    def run(choice, *xs):
+        return (run_xnn if choice.delegated else run_builtin)(choice.plan, *xs)
 
     kernel(op, VARIANT, prepare=prepare)(run)
 
@@ -96,8 +153,7 @@ def _binary_params(node, ctx):
 def _prepare_add_sub(sign_b: int):
     def prepare(node, ctx):
         s1, z1, s2, z2, so, zo, dt, lo, hi = _binary_params(node, ctx)
-        return {"op": "add", **xnn.add_params(s1, z1, s2, z2, so, sign_b), "zo": zo, "clamp": (lo, hi),
-                "dtype": dt}
+        return XnnAddPlan(**xnn.add_params(s1, z1, s2, z2, so, sign_b), zo=zo, clamp=(lo, hi), dtype=dt)
     return prepare
 
 
@@ -106,22 +162,21 @@ def _run_add(p, a, b):
     if y is not None:
         return y
     # |a*ma| <= 255 * 2^21 < 2^29: the int32 sum of two products and the bias cannot overflow.
-    acc = p["bias"] + a.astype(_I64) * p["a_multiplier"] + b.astype(_I64) * p["b_multiplier"]
-    lo, hi = p["clamp"]
-    return np.clip((acc >> p["shift"]) + p["zo"], lo, hi).astype(p["dtype"])
+    acc = p.bias + a.astype(_I64) * p.a_multiplier + b.astype(_I64) * p.b_multiplier
+    lo, hi = p.clamp
+    return np.clip((acc >> p.shift) + p.zo, lo, hi).astype(p.dtype)
 
 
 def _prepare_mul(node, ctx):
     s1, z1, s2, z2, so, zo, dt, lo, hi = _binary_params(node, ctx)
-    return {"op": "mul", "scale": xnn.mul_scale(s1, s2, so), "z1": z1, "z2": z2, "zo": zo, "clamp": (lo, hi),
-            "dtype": dt}
+    return XnnMulPlan(xnn.mul_scale(s1, s2, so), z1, z2, zo, (lo, hi), dt)
 
 
 def _run_mul(p, a, b):
-    prod = (a.astype(_I64) - p["z1"]) * (b.astype(_I64) - p["z2"])  # |prod| <= 2^16: exact in float32
-    v = np.rint((prod.astype(_F) * p["scale"]).astype(_F)).astype(_I64)
-    lo, hi = p["clamp"]
-    return np.clip(v + p["zo"], lo, hi).astype(p["dtype"])
+    prod = (a.astype(_I64) - p.z1) * (b.astype(_I64) - p.z2)  # |prod| <= 2^16: exact in float32
+    v = np.rint((prod.astype(_F) * p.scale).astype(_F)).astype(_I64)
+    lo, hi = p.clamp
+    return np.clip(v + p.zo, lo, hi).astype(p.dtype)
 
 
 register("Add", _binary_refusal("add"), _prepare_add_sub(1), _run_add,
@@ -145,12 +200,12 @@ def _codes(dtype: str) -> np.ndarray:
     return np.arange(lo, hi + 1, dtype=_I64)
 
 
-def _table_plan(table, dtype, **info):
-    return {"table": np.asarray(table, _I64), "lo": qrange(dtype)[0], "dtype": dtype, **info}
+def _table_plan(table, dtype, **info) -> TablePlan:
+    return TablePlan(np.asarray(table, _I64), qrange(dtype)[0], dtype, MappingProxyType(info))
 
 
-def _run_table(p, x):
-    return p["table"][x.astype(_I64) - p["lo"]].astype(p["dtype"])
+def _run_table(p: TablePlan, x):
+    return p.table[x.astype(_I64) - p.lo].astype(p.dtype)
 
 
 def _lrelu_refusal(node, ctx):
@@ -208,24 +263,25 @@ def _prepare_quantize(node, ctx):
     so, zo = qparams(out, node, "output")
     dt = out.dtype
     if ctx.inputs[0].dtype in ("float32", "float16"):
-        return {"float": True, "reciprocal": xnn.reciprocal_scale(so), "zo": zo, "dtype": dt}
+        return XnnQuantizePlan(True, zo, dt, reciprocal=xnn.reciprocal_scale(so))
     sx, zx = qparams(ctx.inputs[0], node, "input")
     m = xnn.cvt_multiplier(sx, so)
     lo, hi = qrange(dt)
-    return _table_plan(xnn.eight_bit_shift(_codes(dt) - zx, m, zo, lo, hi), dt, float=False, multiplier=m)
+    return XnnQuantizePlan(False, zo, dt, table=_table_plan(xnn.eight_bit_shift(_codes(dt) - zx, m, zo, lo, hi), dt),
+                           multiplier=m)
 
 
 def _run_quantize(p, x):
-    if not p["float"]:
-        return _run_table(p, x)
-    lo, hi = qrange(p["dtype"])
+    if not p.float:
+        return _run_table(p.table, x)
+    lo, hi = qrange(p.dtype)
     f = np.asarray(x, _F)
     with np.errstate(invalid="ignore", over="ignore"):
-        v = np.minimum((f * p["reciprocal"]).astype(_F), _F(hi - p["zo"]))
+        v = np.minimum((f * p.reciprocal).astype(_F), _F(hi - p.zo))
         r = np.rint(v).astype(np.float64)
     # cvtps2dq: out-of-range / NaN -> INT32_MIN, which the saturating packs clamp to qmin
     r = np.where(np.isfinite(r), np.maximum(r, -2.0 ** 31), -2.0 ** 31)
-    return np.clip(r.astype(_I64) + p["zo"], lo, hi).astype(p["dtype"])
+    return np.clip(r.astype(_I64) + p.zo, lo, hi).astype(p.dtype)
 
 
 register("Quantize", _quantize_refusal, _prepare_quantize, _run_quantize,
@@ -241,11 +297,11 @@ def _dequantize_refusal(node, ctx):
 
 def _prepare_dequantize(node, ctx):
     sx, zx = qparams(ctx.inputs[0], node, "input")
-    return {"scale": sx, "zx": zx}
+    return XnnDequantizePlan(sx, zx)
 
 
 def _run_dequantize(p, x):
-    return ((x.astype(_I64) - p["zx"]).astype(_F) * p["scale"]).astype(_F)
+    return ((x.astype(_I64) - p.zx).astype(_F) * p.scale).astype(_F)
 
 
 register("Dequantize", _dequantize_refusal, _prepare_dequantize, _run_dequantize,
@@ -288,16 +344,16 @@ def _prepare_resize(node, ctx):
     if x.dtype == "uint8":
         ctx = replace(ctx, inputs=[replace(x, dtype="int8")] + list(ctx.inputs[1:]))
     p = ref_misc.prepare_resize(node, ctx)
-    return {**p, "q11": True, "dtype": x.dtype}
+    return replace(p, q11=True, dtype=x.dtype)
 
 
 def _run_resize(p, x, roi=None, scales=None, sizes=None):
     """top = tl*2048 + (tr - tl)*ax ; bottom likewise ; acc = top*2048 + (bottom - top)*ay ;
     out = (acc + 2^21) >> 22  (|acc| < 2^30)."""
-    oh, ow = p["size"]
+    oh, ow = p.size
     _, ih, iw, _ = x.shape
-    y0, y1, fy = _q11_coords(oh, ih, p["align"], p["half"])
-    x0, x1, fx = _q11_coords(ow, iw, p["align"], p["half"])
+    y0, y1, fy = _q11_coords(oh, ih, p.align, p.half)
+    x0, x1, fx = _q11_coords(ow, iw, p.align, p.half)
     q = x.astype(_I64)
     ax = fx[None, None, :, None]
     ay = fy[None, :, None, None]
@@ -306,7 +362,7 @@ def _run_resize(p, x, roi=None, scales=None, sizes=None):
     top = tl * 2048 + (tr - tl) * ax
     bottom = bl * 2048 + (br - bl) * ax
     acc = top * 2048 + (bottom - top) * ay
-    return ((acc + (1 << 21)) >> 22).astype(p["dtype"])
+    return ((acc + (1 << 21)) >> 22).astype(p.dtype)
 
 
 register("Resize", _resize_refusal, _prepare_resize, _run_resize, opt_misc.prepare_resize, opt_misc.resize)

@@ -8,6 +8,8 @@ several exact float32 chunks.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -210,12 +212,12 @@ def test_conv_not_covered_returns_none(what):
 # -- QLinearAdd (x86 FMA form) -----------------------------------------------------------------------
 
 def _add_plan(dt: str, shift: bool, scales, zps):
-    from refinterp.kernels.onnxruntime import elementwise as ew  # noqa: F401  (registers the kernel)
+    from refinterp.kernels.onnxruntime import elementwise as ew
 
     lo, hi = (0, 255) if shift else RANGE[dt]
     (sa, sb, sc), (za, zb, zc) = scales, zps
-    return {"a": (np.float32(sa), za), "b": (np.float32(sb), zb), "c": (np.float32(sc), zc), "lo": lo, "hi": hi,
-            "dtype": dt, "impl": "fma_x86", "shift": 128 if shift else 0}
+    return ew.BinaryPlan((np.float32(sa), za), (np.float32(sb), zb), (np.float32(sc), zc), lo, hi, dt, "fma_x86",
+                         128 if shift else 0)
 
 
 ADD_SCALES = [(0.02, 0.03, 0.05), (0.5, 0.25, 0.5), (0.1, 0.1, 0.001), (1.0, 1.0, 2.0), (0.0123, 0.0456, 0.0789)]
@@ -231,9 +233,9 @@ def test_qladd_fast_equals_numpy(monkeypatch, dt, shift, scales, zps):
     z = {"lo": (lo, lo, lo), "hi": (hi, hi, hi), "mixed": (lo, hi, (lo + hi) // 2)}[zps]
     p = _add_plan(dt, shift, scales, z)
     a, b = _codes(dt, (2, 5, 7, 3)), _codes(dt, (2, 5, 7, 3))
-    fast = ew.fast_ort_add(dict(p), a, b)
+    fast = ew.fast_ort_add(p, a, b)
     monkeypatch.setattr(ew, "_FAST", False)
-    ref = ew.ort_add(dict(p), a, b)
+    ref = ew.ort_add(p, a, b)
     assert fast is not None
     assert fast.dtype == ref.dtype and np.array_equal(fast, ref)
 
@@ -246,10 +248,10 @@ def test_qladd_ties_and_broadcast_fallback(monkeypatch):
     a = np.arange(256, dtype=np.uint8)
     b = np.roll(a, 7)
     assert np.any((a.astype(int) + b) % 2 == 1)
-    fast = ew.fast_ort_add(dict(p), a, b)
+    fast = ew.fast_ort_add(p, a, b)
     monkeypatch.setattr(ew, "_FAST", False)
-    assert fast is not None and np.array_equal(fast, ew.ort_add(dict(p), a, b))
-    assert ew.fast_ort_add(dict(p), a[None, :], b[:, None][:3]) is None  # broadcasting: NumPy path
+    assert fast is not None and np.array_equal(fast, ew.ort_add(p, a, b))
+    assert ew.fast_ort_add(p, a[None, :], b[:, None][:3]) is None  # broadcasting: NumPy path
 
 
 # -- QuantizeLinear / DequantizeLinear ---------------------------------------------------------------
@@ -262,7 +264,7 @@ def test_quantize_fast_equals_numpy(monkeypatch, dt, zp_end, scale):
     from refinterp.kernels.float import quantize as qo
 
     lo, hi = RANGE[dt]
-    plan = {"axis": 1, "block": 0, "target": (np.dtype(dt).type, lo, hi), "precision": None}
+    plan = qo.QuantizeLinearPlan(1, 0, (np.dtype(dt).type, lo, hi), None)
     x = (RNG.standard_normal((3, 4, 5, 6)) * 200 * scale).astype(np.float32)
     flat = x.reshape(-1)
     flat[:40] = (np.arange(40) - 20.5).astype(np.float32) * np.float32(scale)  # exact .5 ties (scale 0.5)
@@ -281,7 +283,7 @@ def test_dequantize_fast_equals_numpy(monkeypatch, dt, zp_end):
     from refinterp.kernels.float import quantize as qo
 
     lo, hi = RANGE[dt]
-    plan = {"axis": 1, "block": 0, "out": None}
+    plan = qo.DequantizeLinearPlan(1, 0, None)
     x = _codes(dt, (2, 3, 5, 7))
     zp = None if zp_end == "none" else np.array(lo if zp_end == "lo" else hi, dtype=dt)
     s = np.array(0.0371, np.float32)
@@ -289,7 +291,7 @@ def test_dequantize_fast_equals_numpy(monkeypatch, dt, zp_end):
     monkeypatch.setattr(qo, "_FAST", False)
     ref = qo.dequantize_linear(plan, x, s, zp)
     assert fast is not None and fast.dtype == ref.dtype and np.array_equal(fast, ref)
-    assert qo.fast_dequantize({**plan, "block": 2}, x, s, zp) is None  # blocked: the NumPy path
+    assert qo.fast_dequantize(dataclasses.replace(plan, block=2), x, s, zp) is None  # blocked: the NumPy path
 
 
 @pytest.mark.parametrize("dt", ["uint8", "int8"])
@@ -305,7 +307,7 @@ def test_dequantize_per_axis_fast_equals_numpy(monkeypatch, dt, axis, with_zp):
     zp = _codes(dt, (c,)) if with_zp else None
     if zp is not None:
         zp[0], zp[-1] = lo, hi
-    plan = {"axis": axis, "block": 0, "out": None}
+    plan = qo.DequantizeLinearPlan(axis, 0, None)
     fast = qo.fast_dequantize(plan, x, s, zp)
     monkeypatch.setattr(qo, "_FAST", False)
     ref = qo.dequantize_linear(plan, x, s, zp)
@@ -318,7 +320,7 @@ def _gemm_plan(kind, a_dt, w_dt, y_dt, w, za, zw, zy, mult, bias, trans_b):
     lo, hi = RANGE[y_dt]
     zw = np.asarray(zw, np.int64)
     zw_b = zw.reshape(-1, 1) if (trans_b and zw.size > 1) else (zw.reshape(1, -1) if zw.size > 1 else zw)
-    return ort_gemm.QGemmPlan("n", kind, {"transA": 0, "transB": int(trans_b)}, int(za), zw_b,
+    return ort_gemm.QGemmPlan("n", kind, ort_gemm.GemmTranspose(0, int(trans_b)), int(za), zw_b,
                               w.astype(np.float64) - zw_b, w, None if bias is None else np.asarray(bias, np.int64),
                               np.asarray(mult, np.float32).reshape(-1), int(zy), lo, hi, y_dt, "mlas_f32", -1)
 

@@ -10,6 +10,8 @@ ends of the range, power-of-two scales (exact rounding ties), broadcasting and o
 from __future__ import annotations
 
 import numba
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -148,7 +150,7 @@ def test_ref_add_sub_pot_int16(shifts, op, act, monkeypatch):
     s1, s2, so = shifts
     case = ("int16", s1, 0, s2, 0, so, 0, act, ((4, 19), (4, 19)))
     k, plan = _add_plan("tflite_ref", op, case, pot=True)
-    assert plan["pot"]
+    assert plan.pot
     a, b = _x((4, 19), "int16"), _x((4, 19), "int16")
     ref = _numpy_run(monkeypatch, k, plan, a, b)
     _same(fast_add_sub(plan, a, b), ref)
@@ -175,8 +177,8 @@ def test_xnn_add_sub(case, op, monkeypatch):
     k, plan = _add_plan("xnn", op, case)
     a, b = _x(case[8][0], case[0]), _x(case[8][1], case[0])
     ref = _numpy_run(monkeypatch, k, plan, a, b)
-    if plan["delegated"]:
-        _same(fast_xnn_add(plan, a, b), ref)
+    if plan.delegated:
+        _same(fast_xnn_add(plan.plan, a, b), ref)
     _same(k.run(plan, a, b), ref)
 
 
@@ -187,7 +189,7 @@ def test_ref_sub_output_multiplier_above_one(dt, shape, rounding, monkeypatch):
     s = 0.1 if dt != "int16" else 0.003
     case = (dt, s, 0, s, 0, 1e-7 if dt != "int16" else 1e-7, 0, None, (shape, shape))
     k, plan = _add_plan("tflite_ref", "Sub", case, rounding)
-    assert plan["eo"] > 0
+    assert plan.eo > 0
     a, b = _x(shape, dt), _x(shape, dt)
     ref = _numpy_run(monkeypatch, k, plan, a, b)
     _same(fast_add_sub(plan, a, b), ref)
@@ -197,7 +199,7 @@ def test_add_declines_uncovered(monkeypatch):
     k, plan = _add_plan("tflite_ref", "Add", ADD_CASES[0])
     a, b = _x((2, 5, 7, 3), "int8"), _x((2, 5, 7, 3), "int8")
     assert fast_add_sub(plan, a.astype(np.int16), b) is None  # dtype differs from the plan's
-    plan64 = dict(plan, rounding="mbqm64")
+    plan64 = dataclasses.replace(plan, rounding="mbqm64")
     assert fast_add_sub(plan64, a, b) is None
 
 
@@ -270,7 +272,7 @@ def test_softmax_declines_uncovered():
     assert fast_softmax(plan, _x((1, 4096), "int8")) is None  # the Q12 sum could pass 2^31
     assert fast_softmax(plan, _x((1, 10), "int16")) is None  # not the plan's input type
     _, plan = _softmax_plan("tflite_opt", SOFTMAX_CASES[0])
-    bad = dict(plan, table=(plan["table"] * 2).astype(np.float32))
+    bad = dataclasses.replace(plan, table=(plan.table * 2).astype(np.float32))
     assert fast_softmax(bad, _x((1, 8), "int8")) is None  # table entries > 1 (e * inv could overflow)
 
 

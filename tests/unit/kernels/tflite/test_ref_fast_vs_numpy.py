@@ -280,12 +280,12 @@ ADD_CASES = [  # (dtype, s1, z1, s2, z2, so, zo, activation, shapes)
 def _numpy_add_sub(p, a, b):
     """ADD / SUB (non power-of-two) from the plan with the NumPy requantizer, independent of the
     registered kernel: int32-valued intermediates, wrap of the sum, clamp."""
-    r = Rounding(p["rounding"])
+    r = Rounding(p.rounding)
     a, b = a.astype(np.int64), b.astype(np.int64)
-    A = requantize((a - p["z1"]) << p["left_shift"], p["m1"], p["e1"], r)
-    B = requantize((b - p["z2"]) << p["left_shift"], p["m2"], p["e2"], r)
-    s = wrap_int32(A - B if p["sub"] else A + B)
-    return np.clip(requantize(s, p["mo"], p["eo"], r) + p["zo"], *p["clamp"]).astype(p["dtype"])
+    A = requantize((a - p.z1) << p.left_shift, p.m1, p.e1, r)
+    B = requantize((b - p.z2) << p.left_shift, p.m2, p.e2, r)
+    s = wrap_int32(A - B if p.sub else A + B)
+    return np.clip(requantize(s, p.mo, p.eo, r) + p.zo, *p.clamp).astype(p.dtype)
 
 
 @pytest.mark.parametrize("case", ADD_CASES, ids=lambda c: f"{c[0]}-{c[7]}-{c[8][0]}")
