@@ -5,11 +5,11 @@ A Session owns its steps and their plans, so whatever is prepared here is freed 
 no module-level cache, nothing keyed by ``id()`` that could outlive its object or be confused with
 a later object given the same id.
 
-The store is a private slot (``SLOT``): an entry of a dict plan, an attribute set beside the fields
-of a (frozen) dataclass plan; it is never a dataclass field, so plan equality and ``describe``
-are unchanged.  It remembers the id of the plan that made it: a copied plan (``dict(plan)``,
-``copy.copy``) carries its parent's slot but gets a fresh one on first use, so a copy whose fields
-were changed never sees data derived from its parent's.  Pickling a plan drops the store.
+The store is a private slot (``SLOT``): an attribute set beside the fields of the (frozen) dataclass
+plan; it is never a dataclass field, so plan equality and ``describe`` are unchanged.  It remembers
+the id of the plan that made it: a copied plan (``dataclasses.replace``, ``copy.copy``) carries its
+parent's slot but gets a fresh one on first use, so a copy whose fields were changed never sees data
+derived from its parent's.  Pickling a plan drops the store.
 
 Per-input-shape data is bounded (``MAX_SHAPES`` per plan and key, least recently used dropped), so a
 Session fed many different shapes does not grow without bound.
@@ -38,16 +38,11 @@ class _Store:
 
 
 def _store(plan: Any) -> dict[Any, Any]:
-    if isinstance(plan, dict):
-        s = plan.get(SLOT)
-    else:
-        s = getattr(plan, "__dict__", {}).get(SLOT)
+    s = getattr(plan, "__dict__", {}).get(SLOT)
     if s is not None and s.owner == id(plan):
         return s.data
     s = _Store(id(plan))
-    if isinstance(plan, dict):
-        plan[SLOT] = s
-    elif hasattr(plan, "__dict__"):
+    if hasattr(plan, "__dict__"):
         object.__setattr__(plan, SLOT, s)  # beside a frozen dataclass's fields, not one of them
     return s.data  # (other plan types: a throw-away store, i.e. nothing is kept)
 

@@ -8,6 +8,7 @@ caches keyed by ``id(plan)`` kept every plan (and its packed weights) for ever.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import pickle
 import weakref
@@ -51,13 +52,7 @@ def _feeds(graph) -> dict[str, np.ndarray]:
 
 
 def _plan_refs(sess) -> list[weakref.ref]:
-    refs = []
-    for st in sess.steps:
-        try:
-            refs.append(weakref.ref(st.plan))
-        except TypeError:  # dict plans: not weak-referenceable (their store is checked via RSS)
-            pass
-    return refs
+    return [weakref.ref(st.plan) for st in sess.steps]  # every plan is a dataclass instance
 
 
 @pytest.mark.parametrize("scheme,model", FAMILIES, ids=[f[0] for f in FAMILIES])
@@ -116,6 +111,11 @@ class _Plan:
         self.v = v
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    v: int
+
+
 def test_prepared_is_built_once_per_key_and_owned_by_the_plan():
     calls = []
     p = _Plan(3)
@@ -128,16 +128,18 @@ def test_prepared_is_built_once_per_key_and_owned_by_the_plan():
     assert prepared(p, ("a", 2), build, 2) == 6
     assert prepared(p, ("a", 5), build, 5) == 15
     assert calls == [2, 5]
-    d = {"v": 1}
-    assert prepared(d, "k", lambda plan: plan["v"] + 1) == 2
-    assert SLOT in d and plan_fields(d) == {"v": 1}
+    d = _Frozen(1)
+    assert prepared(d, "k", lambda plan: plan.v + 1) == 2
+    assert SLOT in vars(d) and plan_fields(d) == {"v": 1}
 
 
 def test_copied_plan_never_sees_its_parents_prepared_data():
-    d = {"v": 1}
-    assert prepared(d, "k", lambda plan: plan["v"]) == 1
-    child = dict(d, v=7)  # carries the parent's slot
-    assert prepared(child, "k", lambda plan: plan["v"]) == 7
+    d = _Frozen(1)
+    assert prepared(d, "k", lambda plan: plan.v) == 1
+    child = dataclasses.replace(d, v=7)
+    assert prepared(child, "k", lambda plan: plan.v) == 7
+    clone = copy.copy(d)  # carries the parent's slot
+    assert prepared(clone, "k", lambda plan: -1) == -1
     p = _Plan(1)
     prepared(p, "k", lambda plan: plan.v)
     q = copy.copy(p)
@@ -147,10 +149,10 @@ def test_copied_plan_never_sees_its_parents_prepared_data():
 
 
 def test_pickled_plan_drops_prepared_data():
-    d = {"v": 1}
+    d = _Frozen(1)
     prepared(d, "k", lambda plan: (lambda: 0))  # a closure: not picklable
     back = pickle.loads(pickle.dumps(d))
-    assert back["v"] == 1
+    assert back.v == 1
     assert prepared(back, "k", lambda plan: "fresh") == "fresh"
 
 
