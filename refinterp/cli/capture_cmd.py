@@ -6,8 +6,10 @@ from __future__ import annotations
 
 def register(sub) -> None:
     from ..dumps.capture import RUNTIMES
+    from ..dumps.capture_qnn import HTP_ARCHS
 
-    p = sub.add_parser("capture", help="run a real runtime (LiteRT, TFLM, ONNX Runtime) and dump every tensor")
+    p = sub.add_parser("capture", help="run a real runtime (LiteRT, TFLM, ONNX Runtime, Qualcomm's HTP "
+                                             "emulation) and dump every tensor")
     p.add_argument("model")
     p.add_argument("--runtime", required=True, choices=RUNTIMES)
     from .common import add_input_args
@@ -17,6 +19,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, metavar="DUMP", help="output folder (refinterp npy dump)")
     p.add_argument("--ort-opt-level", default="all", choices=("disable", "basic", "extended", "all"),
                    help="ONNX Runtime graph optimisation level (default all)")
+    p.add_argument("--htp-arch", default="73", choices=HTP_ARCHS,
+                   help="qnn-htp: the Hexagon architecture the emulator models (default 73)")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=run)
 
@@ -33,13 +37,14 @@ def run(args) -> int:
     check_dump_dir(args.out, args.overwrite)
     graph = load(args.model)
     samples = feed_samples(graph, resolve_inputs(args, graph))
-    results = capture(graph, args.runtime, samples, args.ort_opt_level)
+    results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch)
     names = [n for n in results[0] if all(n in r for r in results)]
     if len(results) == 1:
         tensors, k = results[0], None
     else:
         tensors, k = {n: np.stack([r[n] for r in results]) for n in names}, len(results)
-    write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, f"runtime:{args.runtime}",
+    source = f"runtime:{args.runtime}" + (f" htp_arch={args.htp_arch}" if args.runtime == "qnn-htp" else "")
+    write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, source,
                    overwrite=args.overwrite, samples=k)
     print(f"captured {len(names)} tensors x {len(results)} sample(s) from {args.runtime} -> {args.out}")
     return 0

@@ -9,6 +9,8 @@ Runtimes (imported lazily; a missing one is a clear one-line error):
                   --ort-opt-level all (the default): every output of ORT's optimized graph, named back
                   to the model's tensors (see ``_capture_ort_optimized``), so DQ -> op -> Q units stay
                   fused as in deployment and only the tensors that exist on the device are dumped
+  qnn-htp         Qualcomm's HTP host emulation (onnxruntime-qnn), QDQ ONNX models, every quantized
+                  activation (``capture_qnn.py``; ``htp_arch`` 68 / 73 / ...)
 
 Tensors are named as refinterp's loader names them (TFLite tensors by index), so the dump aligns
 by exact name.  Note (docs/arithmetic/README.md): preserving all tensors can change LiteRT's kernel paths.
@@ -22,7 +24,7 @@ import numpy as np
 from ..errors import InputError, RefinterpError
 from ..ir import Graph
 
-RUNTIMES = ("litert-ref", "litert-opt", "litert-xnnpack", "tflm", "onnxruntime")
+RUNTIMES = ("litert-ref", "litert-opt", "litert-xnnpack", "tflm", "onnxruntime", "qnn-htp")
 
 
 class RuntimeMissing(RefinterpError):
@@ -189,16 +191,21 @@ def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:
 
 
 def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
-            ort_opt_level: str = "all") -> list[dict[str, np.ndarray]]:
+            ort_opt_level: str = "all", htp_arch: str = "73") -> list[dict[str, np.ndarray]]:
+    from .capture_qnn import capture_qnn_htp
+
     if runtime not in RUNTIMES:
         raise InputError(f"unknown runtime '{runtime}' (known: {', '.join(RUNTIMES)})")
-    fmt_ok = graph.format == ("onnx" if runtime == "onnxruntime" else "tflite")
+    fmt_ok = graph.format == ("onnx" if runtime in ("onnxruntime", "qnn-htp") else "tflite")
     if not fmt_ok:
         raise InputError(f"runtime '{runtime}' cannot run a {graph.format} model", graph.path)
-    out = []
+    out: list[dict[str, np.ndarray]] = []
+    sessions: dict = {}
     for feed in samples:
         try:
-            if runtime == "onnxruntime":
+            if runtime == "qnn-htp":
+                out.append(capture_qnn_htp(graph, feed, htp_arch, sessions))
+            elif runtime == "onnxruntime":
                 out.append(capture_onnxruntime(graph, feed, ort_opt_level))
             elif runtime == "tflm":
                 out.append(capture_tflm(graph, feed))

@@ -2,8 +2,9 @@
 
 * ``read_tensorproto(path)``: one serialized ``onnx.TensorProto`` (ONNX Runtime's node I/O dumps,
   ``*.tensorproto``) -> (name, array).  External data is refused (no side files are opened).
-* ``model_with_all_outputs(path)``: the model's bytes with every intermediate tensor made a graph
-  output, so ONNX Runtime returns all of them (used by ``refinterp capture --runtime onnxruntime``).
+* ``model_with_all_outputs(path)``: the model's bytes with every intermediate tensor (or those of some
+  op types) made a graph output, so ONNX Runtime returns them (``refinterp capture --runtime
+  onnxruntime`` / ``qnn-htp``).
 * ``optimized_with_outputs(opt_bytes, orig_path)``: the same for ONNX Runtime's saved optimized model,
   with the correspondence of its tensors to the original model's (the QDQ capture at level all).
 """
@@ -52,8 +53,9 @@ def write_tensorproto(path: str | Path, name: str, array: np.ndarray) -> None:
     Path(path).write_bytes(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
-def model_with_all_outputs(path: str | Path) -> tuple[bytes, list[str]]:
-    """Model bytes whose graph outputs are every node output (in execution order), and that list."""
+def model_with_all_outputs(path: str | Path, only_ops: frozenset[str] | None = None) -> tuple[bytes, list[str]]:
+    """Model bytes whose graph outputs are every node output (in execution order), and that list
+    (``only_ops``: the outputs of nodes of those op types only, besides the graph's own outputs)."""
     import onnx
 
     from .onnx import parse_model
@@ -69,12 +71,15 @@ def model_with_all_outputs(path: str | Path) -> tuple[bytes, list[str]]:
     have = {o.name for o in g.output}
     names: list[str] = [i.name for i in g.input if i.name not in {x.name for x in g.initializer}]
     for n in g.node:
+        if only_ops is not None and n.op_type not in only_ops:
+            continue
         for o in n.output:
             if o and o not in names:
                 names.append(o)
                 if o not in have:
                     g.output.append(onnx.ValueInfoProto(name=o))
                     have.add(o)
+    names += [o.name for o in g.output if o.name not in names]
     return m.SerializeToString(), names
 
 

@@ -1,0 +1,102 @@
+"""``refinterp capture --runtime qnn-htp``: Qualcomm's HTP, as its x86-64 host emulation runs it.
+
+The ``onnxruntime-qnn`` package (a plugin execution provider for ONNX Runtime) ships the x86-64 build
+of ``libQnnHtp.so``, which emulates the Hexagon Tensor Processor on the host.  A QDQ model runs with
+the CPU fallback disabled, so every node runs on the (emulated) HTP or the session is refused.
+
+Which tensors: the outputs of every QuantizeLinear node (the quantized activations, the tensors
+that exist on the device) and the graph's inputs and outputs.  Exposing them as graph outputs must
+not change what the HTP computes: the final outputs are compared with those of a session on the
+unmodified model, per sample, and any difference is an error rather than a dump.
+
+This is Qualcomm's emulation of the HTP (``htp_arch`` 68, 69, 73, 75, 79, 81), not a phone: a dump
+from the device itself (``qnn-net-run --debug``) remains the final word.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, RefinterpError
+from ..ir import Graph
+from .capture import RuntimeMissing
+
+HTP_ARCHS = ("68", "69", "73", "75", "79", "81")
+PINNED = "onnxruntime-qnn==2.7.0 with onnxruntime==1.32.0"
+
+
+def _qnn():
+    try:
+        import onnxruntime as ort
+        import onnxruntime_qnn as oq
+    except ImportError:
+        raise RuntimeMissing(f"the QNN HTP emulator is not installed (pip install {PINNED})") from None
+    name = oq.get_ep_name()
+    if not any(d.ep_name == name for d in ort.get_ep_devices()):
+        ort.register_execution_provider_library(name, oq.get_library_path())
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == name]
+    if not devices:
+        raise RuntimeMissing("onnxruntime-qnn is installed but offers no QNN device on this machine")
+    return ort, oq, devices
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """The HTP library prints a configuration notice on file descriptor 1 when it loads; keep it out of
+    our output (which may be a JSON report)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def htp_session(model: bytes | str, htp_arch: str = "73"):
+    """An ONNX Runtime session on the emulated HTP (QNN EP, HTP backend), CPU fallback disabled."""
+    if str(htp_arch) not in HTP_ARCHS:
+        raise InputError(f"htp_arch {htp_arch} is not one of {', '.join(HTP_ARCHS)}")
+    ort, oq, devices = _qnn()
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_provider_for_devices(devices, {"backend_path": oq.get_qnn_htp_path(), "htp_arch": str(htp_arch)})
+    with _quiet_stdout():
+        return ort.InferenceSession(model, so)
+
+
+def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "73",
+                    _sessions: dict | None = None) -> dict[str, Any]:
+    from ..loaders.onnx_dump_io import model_with_all_outputs
+
+    feed = {k: np.asarray(v) for k, v in feed.items()}
+    cache = _sessions if _sessions is not None else {}
+    if "tapped" not in cache:
+        data, _ = model_with_all_outputs(graph.path, only_ops=frozenset({"QuantizeLinear"}))
+        try:
+            cache["plain"] = htp_session(graph.path, htp_arch)
+            cache["tapped"] = htp_session(data, htp_arch)
+        except RefinterpError:
+            raise
+        except Exception as e:  # ORT's own errors: an op the HTP does not take, a QOperator model...
+            msg = " ".join(str(e).split())
+            raise RefinterpError(f"qnn-htp refused the model (the QNN EP takes QDQ models whose every op runs on "
+                                 f"the HTP): {msg[:300]}", graph.path) from None
+    plain, tapped = cache["plain"], cache["tapped"]
+    names = [o.name for o in tapped.get_outputs()]
+    got = dict(zip(names, tapped.run(names, feed)))
+    for o, v in zip([o.name for o in plain.get_outputs()], plain.run(None, feed)):
+        if not np.array_equal(np.asarray(got.get(o)), np.asarray(v), equal_nan=True):
+            raise RefinterpError(f"qnn-htp: exposing the quantized tensors changes output '{o}'; no faithful "
+                                 f"capture", graph.path)
+    out = {n: feed[n] for n in graph.inputs if n in feed}
+    out.update({n: np.asarray(v) for n, v in got.items()})
+    order = list(graph.inputs) + [o for nd in graph.nodes for o in nd.outputs if o]
+    return {n: out[n] for n in dict.fromkeys(order) if n in out}

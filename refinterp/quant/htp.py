@@ -1,0 +1,100 @@
+"""Qualcomm HTP (Hexagon Tensor Processor) integer arithmetic, as measured against Qualcomm's own
+host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51, shipped in ``onnxruntime-qnn==2.7.0``,
+``htp_arch`` 73; tests/conformance/test_qnn_htp_numerics.py re-measures every rule here).
+
+Qualcomm does not publish the HTP kernels; every rule below was found by single-op sweeps against the
+emulator (over scales, zero points, ties and saturation) and is stated with the evidence.  Only
+what is stated here is characterised; the requantization of a convolution whose real multiplier is
+1/8 or more follows other rules (ties land differently) and is not characterised yet.
+
+QuantizeLinear from float32 (a graph input quantized on the HTP)::
+
+    r   = float32(1 / float32(scale))
+    t   = x * r                                 the exact product of two float32 values
+    8-bit outputs:  t16 = RNE(t to float16)     one rounding of the exact product to half precision
+                    q   = clamp(round_half_away(t16) + zp)
+    16-bit outputs: q   = clamp(round_half_away(t) + zp)
+
+    NaN gives qmax, +-inf and out-of-range values saturate.
+    Evidence: values within one float32 ulp of a float16 rounding boundary (48,000 per sweep, eight
+    random scales) separate these from RNE(x / s), x * r rounded to float32 first, and a division
+    instead of the reciprocal; the 8-bit rule gives 0 differences on all of them, uint8 and int8.
+
+Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w) / s_y) < 1/8::
+
+    k   = max(0, ceil(log2(1 / M)) - 4)         so that M * 2^k lies in (1/16, 1/8]
+    m   = M * 2^k rounded to 12 significant bits (round half up of the mantissa)
+    a   = (acc + bias) >> k                      arithmetic shift (floor) of the exact int32 sum
+    y   = clamp(floor((a + 1/2) * m + 1/2) + zp_y)
+
+    The bias the HTP adds is not the model's int32 codes: it dequantizes them with the bias tensor's
+    scale and requantizes with the accumulator scale, truncating (per-tensor weights)::
+
+        bias_htp = trunc(f32(f32(bias) * f32(s_bias)) / f32(f32(s_x) * f32(s_w)))
+
+    which is ``bias`` or one step toward zero (ties of the float32 division).  With per-channel
+    weights the HTP's per-channel bias differs from this rule on about one channel in five (one step
+    toward zero): not characterised yet.
+
+    The low k bits of the accumulator are dropped and replaced by the middle of the dropped range
+    (the ``+ 1/2``), and the final rounding is half up.  Evidence: the output switches level exactly
+    at multiples of 2^k in the accumulator; the fitted multiplier and offset equal m and m/2 + 1/2
+    to 1e-6 over every level; random 1x1 convolutions (2 to 256 input channels, int32 bias, M from
+    1e-5 to 0.12, output zero points 0..255) give 0 differences; the bias rule held on 512 of 512
+    per-tensor channels whose output pins the bias to one integer.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# M at or above this is requantized by rules not characterised yet.
+CONV_MULTIPLIER_LIMIT = 0.125
+
+
+def _round_half_away(t: np.ndarray) -> np.ndarray:
+    return np.sign(t) * np.floor(np.abs(t) + 0.5)
+
+
+def quantize_float(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
+    """HTP QuantizeLinear of float32 ``x`` per tensor (module docstring); int64 codes."""
+    r = float(np.float32(1) / np.float32(scale))
+    t = np.asarray(x, np.float32).astype(np.float64) * r  # exact: a product of two float32 values
+    if qmax - qmin <= 255:
+        with np.errstate(over="ignore"):
+            t = t.astype(np.float16).astype(np.float64)  # one RNE rounding; beyond 65504: inf, clamped
+    with np.errstate(invalid="ignore"):
+        v = _round_half_away(t) + zero_point
+    v = np.where(np.isnan(v), qmax, v)  # NaN: the largest code (measured, 8-bit and 16-bit)
+    return np.clip(v, qmin, qmax).astype(np.int64)
+
+
+def mantissa12(v: float) -> float:
+    """``v`` (> 0) rounded to 12 significant bits, half up."""
+    m, e = math.frexp(v)  # v = m * 2^e, m in [0.5, 1)
+    return math.floor(m * 4096 + 0.5) / 4096 * 2.0 ** e
+
+
+def conv_requant_params(M: float) -> tuple[int, float]:
+    """(k, m) of the convolution requantization for a real multiplier ``M`` in (0, 1/8)."""
+    if not 0 < M < CONV_MULTIPLIER_LIMIT:
+        raise ValueError(f"multiplier {M!r} is outside (0, {CONV_MULTIPLIER_LIMIT}): not characterised")
+    k = max(0, math.ceil(math.log2(1.0 / M)) - 4)
+    return k, mantissa12(M * 2.0 ** k)
+
+
+def conv_bias(bias: np.ndarray, bias_scale: float, x_scale: float, w_scale: float) -> np.ndarray:
+    """The int32 bias the HTP adds for per-tensor weights (module docstring)."""
+    F = np.float32
+    real = (np.asarray(bias).astype(F) * F(bias_scale)).astype(F)
+    return np.trunc((real / F(F(x_scale) * F(w_scale))).astype(F).astype(np.float64)).astype(np.int64)
+
+
+def conv_requant(acc: np.ndarray, M: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
+    """The module docstring's rule on exact int32 accumulators (bias included); int64 codes.
+    (a + 1/2) * m is exact in float64: |a| < 2^31 and m has 12 significant bits."""
+    k, m = conv_requant_params(M)
+    a = np.asarray(acc, np.int64) >> k
+    y = np.floor((a.astype(np.float64) + 0.5) * m + 0.5).astype(np.int64) + zero_point
+    return np.clip(y, qmin, qmax)
