@@ -10,7 +10,10 @@ alike):
   ``uint8:``) is a registered variant;
 * each ``impl:`` is declared (``@kernel(..., impls=...)``) by a kernel registered for that op under
   one of the variants that apply to it (for ``nodes:`` entries, whose op is not known here: by any
-  kernel under those variants).
+  kernel under those variants);
+* each other kernel setting of an op entry (``requant``, ``accumulator``, ``requires_equal_params``,
+  ``delegate``) is read by such a kernel (``declare_settings`` / ``kernel(settings=...)``): a
+  setting no kernel reads would change nothing, silently.
 
 A problem is a ``SchemeError`` naming the file that holds the key (the scheme or the parent it
 extends), the dotted key path, and the registered alternatives.
@@ -58,7 +61,33 @@ def check_scheme(scheme: Scheme) -> Scheme:
             alts = ", ".join(sorted(allowed)) or "none: no kernel there reads impl"
             _fail(scheme, keys, f"impl '{value}' is not declared by a kernel of {who} under variants "
                   f"{', '.join(variants)} (declared: {alts})")
+    for keys, op, key in _settings(data):
+        variants = _variants_for(data, keys, top)
+        read = registry.declared_settings(op, variants)
+        if key not in read:
+            who = f"op {op}" if op else "any op"
+            _fail(scheme, keys, f"setting '{key}' is read by no kernel of {who} under variants "
+                  f"{', '.join(variants)} (they read: {', '.join(sorted(read)) or 'no settings'})")
     return scheme
+
+
+def _settings(doc: dict) -> Iterator[tuple[tuple[str, ...], str | None, str]]:
+    """(key path, op or None for a ``nodes:`` entry, key) of every kernel setting but ``impl`` in an
+    op or node entry (and its delegate / hybrid / uint8 blocks)."""
+    keys_checked = registry.KERNEL_SETTINGS - {"impl"}
+    for section in ("ops", "nodes"):
+        for name, st in (doc.get(section) or {}).items():
+            for keys, key in _settings_in(st or {}, (section, str(name)), keys_checked):
+                yield keys, (str(name) if section == "ops" else None), key
+
+
+def _settings_in(st: dict, keys: tuple[str, ...], checked: frozenset) -> Iterator[tuple[tuple[str, ...], str]]:
+    for k in st:
+        if k in checked:
+            yield keys + (k,), k
+    for ctx in _CONTEXTS:
+        if isinstance(st.get(ctx), dict):
+            yield from _settings_in(st[ctx], keys + (ctx,), checked)
 
 
 def _fail(scheme: Scheme, keys: tuple[str, ...], what: str) -> None:

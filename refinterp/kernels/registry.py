@@ -13,6 +13,7 @@ see the scheme itself).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -23,12 +24,49 @@ from ..errors import UnsupportedOpError
 from ..ir import Node, TensorInfo
 
 
+class SettingsView(Mapping):
+    """An op's resolved settings as its kernel's ``prepare`` sees them (read-only), recording which
+    top-level keys the kernel reads so the Session can hold them against what the kernel declared
+    (``declare_settings`` / ``kernel(settings=...)``)."""
+
+    def __init__(self, data: Mapping[str, Any], read: set[str] | None = None) -> None:
+        self._data = dict(data)
+        self.read: set[str] = set() if read is None else read
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return key in self._data
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def derived(self, data: Mapping[str, Any]) -> "SettingsView":
+        """Other settings for a kernel this one hands the node to (reads recorded in the same set)."""
+        return SettingsView(data, self.read)
+
+    def raw(self) -> dict[str, Any]:
+        """The settings without recording a read (to derive settings for another kernel)."""
+        return dict(self._data)
+
+
 @dataclass
 class PrepareContext:
     node: Node
     inputs: list[TensorInfo | None]
     outputs: list[TensorInfo]
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     def const(self, i: int) -> np.ndarray | None:
         """Constant value of input ``i`` (None when absent or computed at run time)."""
@@ -80,19 +118,47 @@ class Kernel:
     # The values this kernel accepts for the scheme's ``impl`` setting (empty: it reads no ``impl``).
     # refinterp/scheme_check.py refuses a scheme naming any other before anything runs.
     impls: tuple[str, ...] = ()
+    # The scheme settings (top-level keys of an op entry: requant, accumulator, impl, ...) its prepare
+    # reads; a scheme setting one for an op whose kernels read none of it is refused, and a kernel
+    # reading an undeclared one is a kernel-author error the Session reports.
+    settings: frozenset[str] = frozenset()
 
 
 _REGISTRY: dict[tuple[str, str], Kernel] = {}
+_MODULE_SETTINGS: dict[str, frozenset[str]] = {}
+
+# Settings the Session itself reads (kernels never do): variants, compute, float_output, refuse_dtypes;
+# hybrid / uint8 / delegate blocks are merged before a kernel sees them (delegate: by the xnn kernels,
+# which declare it).
+SESSION_SETTINGS = frozenset({"variants", "compute", "float_output", "refuse_dtypes", "hybrid", "uint8"})
+# The op-entry keys a kernel may read.
+KERNEL_SETTINGS = frozenset({"requant", "accumulator", "impl", "requires_equal_params", "delegate"})
+
+
+def module_settings(*modules: str) -> frozenset[str]:
+    """What ``declare_settings`` recorded for these modules (registration helpers pass it on)."""
+    return frozenset().union(*(_MODULE_SETTINGS.get(m, frozenset()) for m in modules))
+
+
+def declare_settings(module: str, *keys: str) -> None:
+    """The settings every kernel registered from ``module`` reads (call before its registrations)."""
+    unknown = set(keys) - KERNEL_SETTINGS
+    if unknown:
+        raise RuntimeError(f"{module}: unknown kernel settings {sorted(unknown)}")
+    _MODULE_SETTINGS[module] = frozenset(keys)
 
 
 def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", *, prepare=None,
-           raw_inputs: bool = False, impls: tuple[str, ...] | dict[str, tuple[str, ...]] = ()):
+           raw_inputs: bool = False, impls: tuple[str, ...] | dict[str, tuple[str, ...]] = (),
+           settings: tuple[str, ...] = ()):
     """Decorator registering ``run`` for one or several canonical ops under one or several variants.
 
     Variant names in use: ``float`` (float32 compute; quantized inputs arrive dequantized),
     ``int`` (generic integer kernels exact for every backend: data movement, max pool...), and
     backend-specific integer variants named by the schemes (``tflite_ref``, ``xnn``, ...).
     ``impls``: the ``impl`` values the kernel's prepare accepts (a dict gives them per op).
+    ``settings``: scheme settings read besides those its module declares (``declare_settings``);
+    ``impl`` is implied by ``impls``.
     """
     ops = (op,) if isinstance(op, str) else tuple(op)
     variants = (variant,) if isinstance(variant, str) else tuple(variant)
@@ -104,7 +170,13 @@ def kernel(op: str | tuple[str, ...], variant: str | tuple[str, ...] = "float", 
                 if key in _REGISTRY:
                     raise RuntimeError(f"kernel {key} registered twice")
                 own = tuple(impls.get(o, ())) if isinstance(impls, dict) else tuple(impls)
-                _REGISTRY[key] = Kernel(o, v, fn, prepare or _default_prepare, raw_inputs, own)
+                reads = set(settings) | _MODULE_SETTINGS.get(fn.__module__, frozenset()) | \
+                    _MODULE_SETTINGS.get(getattr(prepare, "__module__", ""), frozenset())
+                if own:
+                    reads.add("impl")
+                if reads - KERNEL_SETTINGS:
+                    raise RuntimeError(f"kernel {key}: unknown settings {sorted(reads - KERNEL_SETTINGS)}")
+                _REGISTRY[key] = Kernel(o, v, fn, prepare or _default_prepare, raw_inputs, own, frozenset(reads))
         return fn
 
     return deco
@@ -118,6 +190,22 @@ class Delegate:
 
     kernel: "Kernel"
     plan: Any
+
+
+def check_settings_read(read: set[str], kernels: tuple["Kernel", ...]) -> None:
+    """A kernel-author error when a prepare read a setting no kernel in its delegation chain declares
+    (``REFINTERP_RECORD_SETTINGS=FILE`` records the reads instead, to write the declarations)."""
+    declared = set().union(*(k.settings for k in kernels))
+    extra = set(read) - declared - SESSION_SETTINGS
+    rec = os.environ.get("REFINTERP_RECORD_SETTINGS")
+    if rec:
+        with open(rec, "a", encoding="utf-8") as f:
+            for k in kernels:
+                f.write(f"{k.op}\t{k.variant}\t{k.run.__module__}\t{k.prepare.__module__}\t{','.join(sorted(read))}\n")
+        return
+    if extra:
+        names = ", ".join(f"({k.op}, {k.variant})" for k in kernels)
+        raise RuntimeError(f"kernel {names} read the scheme setting(s) {', '.join(sorted(extra))} it does not declare")
 
 
 def resolve_delegate(k: "Kernel", plan: Any) -> tuple["Kernel", Any]:
@@ -145,6 +233,12 @@ def registered() -> dict[tuple[str, str], Kernel]:
 
 def ops_with_variant(variant: str) -> list[str]:
     return sorted(o for (o, v) in _REGISTRY if v == variant)
+
+
+def declared_settings(op: str | None, variants: list[str]) -> set[str]:
+    """Scheme settings read by the kernels registered for ``op`` (any op when None) under ``variants``."""
+    return {k for (o, v), kk in _REGISTRY.items() if v in variants and (op is None or o == op)
+            for k in kk.settings}
 
 
 def declared_impls(op: str | None, variants: list[str]) -> set[str]:

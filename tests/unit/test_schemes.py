@@ -227,3 +227,44 @@ def test_every_builtin_impl_is_declared_and_errors_name_the_parent_file(sdir):
     g = Graph("g", "onnx", t, [Node("n", "Relu", ["x"], ["y"])], ["x"], ["y"])
     with pytest.raises(SchemeError):
         refinterp.Session(g, mem)
+
+
+@pytest.mark.parametrize("text,path,expect", [
+    # a rounding for an op whose kernels never requantize: it would change nothing, silently
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  MaxPool: {requant: {rounding: single}}\n",
+     "ops.MaxPool.requant", "they read: requires_equal_params"),
+    ("name: s\nvariants: [ort, int, float]\nops:\n  Add: {accumulator: {bits: 64}}\n", "ops.Add.accumulator",
+     "they read: impl"),
+    ("name: s\nvariants: [tflite_ref, int, float]\nops:\n  Conv: {delegate: {requant: {rounding: single}}}\n",
+     "ops.Conv.delegate", "they read: accumulator, requant"),
+    ("name: s\nvariants: [tflite_ref, int, float]\nnodes:\n  'n.*': {requires_equal_params: true}\n",
+     None, None),  # a nodes: entry: read by some kernel under these variants (pools): accepted
+])
+def test_setting_no_kernel_reads_is_refused(sdir, capsys, text, path, expect):
+    p = write(sdir, "s", text)
+    if path is None:
+        load_scheme("s")
+        return
+    with pytest.raises(SchemeError) as e:
+        load_scheme("s")
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and f"'{path}'" in msg and expect in msg, msg
+    assert main(["schemes", "check", str(p)]) == 2
+    assert path in capsys.readouterr().err
+
+
+def test_kernel_reading_an_undeclared_setting_is_a_kernel_author_error():
+    """The Session holds every prepare's reads against what its kernel declares."""
+    from refinterp.kernels.registry import AttrPlan, kernel
+    from refinterp.schemes import Scheme
+
+    def prepare(node, ctx):
+        ctx.settings.get("requant")  # read, never declared
+        return AttrPlan({})
+
+    kernel("_TestUndeclaredRead", "_test_undeclared", prepare=prepare)(lambda plan, x: x)
+    t = {n: TensorInfo(n, (1,), "float32") for n in ("x", "y")}
+    g = Graph("g", "onnx", t, [Node("n", "_TestUndeclaredRead", ["x"], ["y"])], ["x"], ["y"])
+    sch = Scheme("mem", {"variants": ["_test_undeclared"]})
+    with pytest.raises(RuntimeError, match=r"_TestUndeclaredRead.*requant.*does not declare"):
+        refinterp.Session(g, sch)

@@ -28,7 +28,7 @@ TVM_IMPLS = {"upward": "UPWARD", "tonearest": "TONEAREST", "tflite": "TFLITE"}
 
 
 def _prepare(node, ctx, kind: str, variant: str):
-    impl = (ctx.settings or {}).get("impl")
+    impl = (ctx.settings or {}).get("impl") if variant == "tvm_qnn" else None
     if variant == "tvm_qnn" and (impl or "upward") not in TVM_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)

@@ -13,8 +13,10 @@ import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
 from refinterp.ir import Node
-from ..registry import PrepareContext, kernel
+from ..registry import PrepareContext, declare_settings, kernel
 from .shape_quant import CONCAT_IMPLS, check_equal_params, concat_rescale_plan
+
+declare_settings(__name__, "requires_equal_params")  # the scheme settings these kernels read
 
 BOTH = ("float", "int")
 

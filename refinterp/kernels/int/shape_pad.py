@@ -7,9 +7,11 @@ import numpy as np
 
 from refinterp.errors import InputError
 from refinterp.ir import Node
-from ..registry import PrepareContext, kernel
+from ..registry import PrepareContext, declare_settings, kernel
 from .shape import input_or_attr, ints, where
 from .shape_quant import check_equal_params
+
+declare_settings(__name__, "requires_equal_params")  # the scheme settings these kernels read
 
 _NP_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap",
              "symmetric": "symmetric"}

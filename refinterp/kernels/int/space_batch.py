@@ -73,7 +73,7 @@ def space_to_batch_nd(plan, x, block, paddings):
                                           list(rest)))
 
 
-@kernel("BatchToSpaceND", BOTH, prepare=_prepare)
+@kernel("BatchToSpaceND", BOTH, prepare=_prepare, impls=PAD_IMPLS)  # (the shared prepare checks it)
 def batch_to_space_nd(plan, x, block, crops):
     x = np.asarray(x)
     block, crops, m = _geometry(plan, x, block, crops, "crops")

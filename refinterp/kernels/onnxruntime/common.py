@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..registry import Delegate, get, kernel, require
+from ..registry import Delegate, get, kernel, module_settings, require
 
 
 def is_quantized(t) -> bool:
@@ -41,6 +41,7 @@ def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str,
                 return plan.kernel.run(plan.plan, *args)
             return run(plan, *args)
 
-        kernel(op, variants, prepare=prep, impls=impls)(dispatch)
+        reads = tuple(module_settings(run.__module__, getattr(prepare, "__module__", "")))
+        kernel(op, variants, prepare=prep, impls=impls, settings=reads)(dispatch)
         return run
     return deco

@@ -64,8 +64,8 @@ def _binary_prepare(node, ctx) -> BinaryPlan:
     if node.attrs.get("int8_as_uint8") and ctx.outputs[0].dtype == "int8":  # see passes/qdq.py
         a, b, c = (a[0], a[1] + 128), (b[0], b[1] + 128), (c[0], c[1] + 128)
         lo, hi = 0, 255
-    impl = (ctx.settings or {}).get("impl", "fma_x86")
-    if node.op == "Add" and impl not in ADD_IMPLS:
+    impl = (ctx.settings or {}).get("impl", "fma_x86") if node.op == "Add" else "fma_x86"
+    if impl not in ADD_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(ADD_IMPLS)}")
     return BinaryPlan(a, b, c, lo, hi, ctx.outputs[0].dtype, impl,
                       128 if lo == 0 and ctx.outputs[0].dtype == "int8" else 0)

@@ -2,7 +2,8 @@
 activation clamp (``CalculateActivationRangeQuantized``) and the requantization rounding knob."""
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -48,6 +49,11 @@ def checked_log2(scale) -> tuple[bool, int]:
 def activation_range(act: str | None, scale: np.float32, zp: int, dtype: str, node: Node) -> tuple[int, int]:
     """``CalculateActivationRangeQuantized``: the fused activation folded into the output clamp."""
     return _activation_range(act, scale, zp, dtype, where(node))
+
+
+def accumulator_settings(ctx: Any) -> Mapping[str, Any]:
+    """The ``accumulator`` setting alone (bits, overflow), read-only: what a plan keeps for run time."""
+    return MappingProxyType({"accumulator": dict((ctx.settings or {}).get("accumulator") or {})})
 
 
 def rounding(ctx: Any) -> Rounding:

@@ -32,7 +32,9 @@ from refinterp.quant import gemmlowp16
 from refinterp.quant.fixedpoint import srdhm16
 from ..common import checked_log2, impl, qparams, qrange
 from ..ref import activation as ref_activation
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_opt"
 

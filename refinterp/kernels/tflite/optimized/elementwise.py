@@ -49,7 +49,9 @@ from ..ref import elementwise as ref_elementwise
 from ..ref.elementwise_fast import fast_opt_add, pair_lookup
 from ..common import mbqm
 from ...prepared import prepared
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_opt"
 _I64 = np.int64

@@ -25,7 +25,9 @@ from ..ref import misc as ref_misc
 from ..ref import softmax as ref_softmax
 from ..ref.softmax_fast import fast_softmax
 from ..common import check_dtype, impl, qparams, qrange
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_opt"
 _F = np.float32

@@ -37,8 +37,10 @@ from refinterp.quant.params import Requant, channel_block_of, qrange, rounding_o
 from refinterp.settings import fast_kernels
 from ..ref import reduce as ref_reduce
 from ..ref.reduce_fast import fast_reduce
-from ...registry import kernel
+from ...registry import declare_settings, kernel
 from ..xnnpack.gemm import delegate_ctx, fallback_ctx
+
+declare_settings(__name__, "requant", "delegate")  # the scheme settings these kernels read
 
 OPT, XNN = "tflite_opt", "xnn"
 MEAN_IMPLS = ("reference", "spatial_fast")

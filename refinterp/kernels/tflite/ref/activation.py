@@ -20,7 +20,9 @@ from refinterp.quant import gemmlowp, lut
 from refinterp.quant.fixedpoint import quantize_multiplier, rdbp, round_half_away, srdhm16
 from ..common import (check_dtype, checked_log2, impl, lookup, mbqm, qparams, qrange, quantize_bound, rounding,
                        where)
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 _F = np.float32
 

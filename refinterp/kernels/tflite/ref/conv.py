@@ -27,7 +27,7 @@ magnitude < 2^53 (|w - zw| <= 255, |x - zx| <= 65535, K < 2^20), so the result i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -39,10 +39,13 @@ from refinterp.quant.params import (Requant, accumulate_overflow, activation_ran
 from refinterp.quant.requant import Rounding
 from ...float import conv as float_conv
 from ...float import conv_transpose as _ftconv
+from ..common import accumulator_settings
 from .conv_fast import fast_conv
 from .depthwise_fast import fast_depthwise
 from .requant_fast import conv_finish
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant", "accumulator")  # the scheme settings these kernels read
 
 _FAST = fast_kernels()
 
@@ -59,7 +62,7 @@ class QConvPlan:
     bias: np.ndarray | None  # int64
     requant: Requant
     acc32: bool  # the backend accumulates in int32
-    settings: dict
+    settings: Mapping[str, Any]  # the accumulator setting only (accumulator_settings)
     executed_by: str = ""  # delegate variants: "xnnpack" or "built-in kernel (<why XNNPACK refused>)"
 
     def describe(self) -> dict:
@@ -109,7 +112,7 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
                               out.dtype, node.name)
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype, block, block_rounding)
     return QConvPlan(node.name, fplan, int(x.quant.zero_point[0]), wq, zw_b, bias, rq, not acc64,
-                     dict(ctx.settings))
+                     accumulator_settings(ctx))
 
 
 def finish(plan: QConvPlan, acc_f: np.ndarray) -> np.ndarray:

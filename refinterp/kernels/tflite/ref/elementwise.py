@@ -16,7 +16,9 @@ from refinterp.quant.fixedpoint import (quantize_multiplier, quantize_multiplier
                                 quantize_multiplier_smaller_than_one_exp, rdbp, wrap_int32)
 from ..common import activation_range, check_dtype, checked_log2, impl, mbqm, qparams, qrange, rounding, where
 from .elementwise_fast import fast_add_sub
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 _F = np.float32
 _I64 = np.int64

@@ -17,6 +17,7 @@ Accumulation: float64 BLAS on integer values, exact for K < 2^20 (|products| < 2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -25,8 +26,11 @@ from refinterp.quant.params import (Requant, accumulate_overflow, activation_ran
                             effective_scale_f32_product, per_channel_scales, qrange, rounding_of)
 from refinterp.quant.requant import Rounding
 from refinterp.settings import fast_kernels
+from ..common import accumulator_settings
 from .matmul_fast import fast_bmm, fast_fc
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant", "accumulator")  # the scheme settings these kernels read
 
 _FAST = fast_kernels()
 
@@ -43,7 +47,7 @@ class QFCPlan:
     bias: np.ndarray | None
     requant: Requant
     acc32: bool
-    settings: dict
+    settings: Mapping[str, Any]  # the accumulator setting only (accumulator_settings)
     executed_by: str = ""  # delegate variants: "xnnpack" or "built-in kernel (<why>)"
 
     def describe(self) -> dict:
@@ -102,7 +106,7 @@ def prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
                               out.dtype, node.name)
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype)
     return QFCPlan(node.name, bool(node.attrs.get("keep_num_dims", False)), int(x.quant.zero_point[0]),
-                   wq, zw_b, bias, rq, not acc64, dict(ctx.settings))
+                   wq, zw_b, bias, rq, not acc64, accumulator_settings(ctx))
 
 
 @kernel("FullyConnected", VARIANT, prepare=prepare_fc, impls=FC_IMPLS)
@@ -133,7 +137,7 @@ class QBMMPlan:
     za: int
     zb: int
     requant: Requant
-    settings: dict
+    settings: Mapping[str, Any]  # the accumulator setting only (accumulator_settings)
     executed_by: str = ""
     # int8 x int8: int32 accumulator (scheme ``accumulator`` overflow); int16 lhs (16x8): int64, exact
     # (LiteRT ``BatchMatMul<int16_t, int64_t>``: K = 256 full-scale products reach 2^38)
@@ -156,7 +160,7 @@ def prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype)
     return QBMMPlan(bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False)),
-                    int(a.quant.zero_point[0]), int(b.quant.zero_point[0]), rq, dict(ctx.settings),
+                    int(a.quant.zero_point[0]), int(b.quant.zero_point[0]), rq, accumulator_settings(ctx),
                     acc32=a.dtype != "int16")
 
 

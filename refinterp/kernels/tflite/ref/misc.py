@@ -13,7 +13,9 @@ from refinterp.errors import UnsupportedOpError
 from refinterp.quant import gemmlowp
 from refinterp.quant.fixedpoint import quantize_multiplier, round_half_away, wrap_int32
 from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 _I64 = np.int64
 _F = np.float32

@@ -19,7 +19,9 @@ from refinterp.errors import ModelError
 from refinterp.quant.params import activation_range
 from ...float import pool as float_pool
 from ...spatial import pad_channels_last, to_channels_last, from_channels_last
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requires_equal_params")  # the scheme settings these kernels read
 
 VARIANT = "tflite_ref"
 AVG_IMPLS = ("raw_q_average",)

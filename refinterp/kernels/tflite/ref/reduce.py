@@ -25,7 +25,9 @@ from refinterp.quant.params import qrange, rounding_of
 from refinterp.quant.requant import Rounding, requantize
 from refinterp.settings import fast_kernels
 from .reduce_fast import fast_reduce
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_ref"
 _FAST = fast_kernels()

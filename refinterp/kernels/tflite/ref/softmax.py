@@ -22,7 +22,9 @@ from refinterp.quant.fixedpoint import (quantize_multiplier, quantize_multiplier
 from refinterp.settings import fast_kernels
 from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
 from .softmax_fast import fast_softmax
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 _I64 = np.int64
 _FAST = fast_kernels()

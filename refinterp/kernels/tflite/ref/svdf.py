@@ -24,7 +24,9 @@ import numpy as np
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant.fixedpoint import quantize_multiplier
 from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
-from ...registry import kernel
+from ...registry import declare_settings, kernel
+
+declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_ref"
 _F = np.float32

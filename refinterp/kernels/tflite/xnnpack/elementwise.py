@@ -39,8 +39,10 @@ from ..ref import misc as ref_misc
 from ..common import qparams, qrange
 from ..ref.elementwise_fast import fast_xnn_add
 from ...prepared import plan_fields
-from ...registry import kernel
+from ...registry import declare_settings, kernel
 from .gemm import delegate_ctx, fallback_ctx
+
+declare_settings(__name__, "requant", "delegate", "impl")  # the scheme settings these kernels read
 
 VARIANT = "xnn"
 _F = np.float32

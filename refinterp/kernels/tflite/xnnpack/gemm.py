@@ -38,25 +38,38 @@ from refinterp.errors import ModelError
 from refinterp.quant.params import qrange, xnn_scale_f32
 from ..ref import conv as ref_conv
 from ..ref import matmul as ref_matmul
-from ...registry import PrepareContext, kernel
+from ...registry import PrepareContext, SettingsView, declare_settings, kernel
+
+declare_settings(__name__, "requant", "accumulator", "delegate", "impl")  # the scheme settings these kernels read
 
 VARIANT = "xnn"
 _ACT_BOUNDS = {None: (None, None), "NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0),
                "RELU_N1_TO_1": (-1.0, 1.0)}
 
 
+def _derive(ctx: PrepareContext, data: dict) -> PrepareContext:
+    s = ctx.settings
+    return replace(ctx, settings=s.derived(data) if isinstance(s, SettingsView) else data)
+
+
+def _raw(ctx: PrepareContext) -> dict:
+    s = ctx.settings
+    return s.raw() if isinstance(s, SettingsView) else dict(s or {})
+
+
 def delegate_ctx(ctx: PrepareContext) -> PrepareContext:
     """The node's settings with the scheme's ``delegate`` settings merged over them."""
-    base = {k: v for k, v in (ctx.settings or {}).items() if k != "delegate"}
+    raw = _raw(ctx)
+    base = {k: v for k, v in raw.items() if k != "delegate"}
     over = (ctx.settings or {}).get("delegate") or {}
     merged = dict(base)
     for k, v in over.items():
         merged[k] = {**base.get(k, {}), **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
-    return replace(ctx, settings=merged)
+    return _derive(ctx, merged)
 
 
 def fallback_ctx(ctx: PrepareContext) -> PrepareContext:
-    return replace(ctx, settings={k: v for k, v in (ctx.settings or {}).items() if k != "delegate"})
+    return _derive(ctx, {k: v for k, v in _raw(ctx).items() if k != "delegate"})
 
 
 def _is8(t) -> bool:
