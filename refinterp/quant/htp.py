@@ -4,8 +4,8 @@ host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51, shipped in ``onnxruntim
 
 Qualcomm does not publish the HTP kernels; every rule below was found by single-op sweeps against the
 emulator (over scales, zero points, ties and saturation) and is stated with the evidence.  Only
-what is stated here is characterised; the requantization of a convolution whose real multiplier is
-1/8 or more follows other rules (ties land differently) and is not characterised yet.
+what is stated here is characterised; the bias of a convolution with per-channel weights is the one piece
+found to differ from the rule below and not characterised yet.
 
 QuantizeLinear from float32 (a graph input quantized on the HTP)::
 
@@ -20,11 +20,12 @@ QuantizeLinear from float32 (a graph input quantized on the HTP)::
     random scales) separate these from RNE(x / s), x * r rounded to float32 first, and a division
     instead of the reciprocal; the 8-bit rule gives 0 differences on all of them, uint8 and int8.
 
-Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w) / s_y) < 1/8::
+Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w) / s_y)::
 
-    k   = max(0, ceil(log2(1 / M)) - 4)         so that M * 2^k lies in (1/16, 1/8]
+    k   = ceil(log2(1 / M)) - 4                 so that M * 2^k lies in (1/16, 1/8]
     m   = M * 2^k rounded to 12 significant bits (round half up of the mantissa)
-    a   = (acc + bias) >> k                      arithmetic shift (floor) of the exact int32 sum
+    a   = (acc + bias) >> k       (k >= 0)      arithmetic shift (floor) of the exact int32 sum
+        = (acc + bias) << -k      (k < 0: M > 1/8)
     y   = clamp(floor((a + 1/2) * m + 1/2) + zp_y)
 
     The bias the HTP adds is not the model's int32 codes: it dequantizes them with the bias tensor's
@@ -36,11 +37,13 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     weights the HTP's per-channel bias differs from this rule on about one channel in five (one step
     toward zero): not characterised yet.
 
-    The low k bits of the accumulator are dropped and replaced by the middle of the dropped range
-    (the ``+ 1/2``), and the final rounding is half up.  Evidence: the output switches level exactly
-    at multiples of 2^k in the accumulator; the fitted multiplier and offset equal m and m/2 + 1/2
-    to 1e-6 over every level; random 1x1 convolutions (2 to 256 input channels, int32 bias, M from
-    1e-5 to 0.12, output zero points 0..255) give 0 differences; the bias rule held on 512 of 512
+    For k > 0 the low k bits of the accumulator are dropped and replaced by the middle of the dropped
+    range (the ``+ 1/2``); for k <= 0 the same expression adds 2^(k-1) to the accumulator.  The
+    final rounding is half up.  Evidence: the output switches level exactly at multiples of 2^k in
+    the accumulator; the fitted multiplier and offset equal m and m/2 + 1/2 to 1e-6 over every
+    level; dense sweeps of every accumulator value in [-512, 508] for M from 0.07 to 2.5 and random
+    1x1 convolutions (2 to 256 input channels, int32 bias, M from 1e-5 to 4, output zero points
+    0..255) give 0 differences; the bias rule held on 512 of 512
     per-tensor channels whose output pins the bias to one integer.
 """
 from __future__ import annotations
@@ -48,10 +51,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-# M at or above this is requantized by rules not characterised yet.
-CONV_MULTIPLIER_LIMIT = 0.125
-
 
 def _round_half_away(t: np.ndarray) -> np.ndarray:
     return np.sign(t) * np.floor(np.abs(t) + 0.5)
@@ -77,10 +76,10 @@ def mantissa12(v: float) -> float:
 
 
 def conv_requant_params(M: float) -> tuple[int, float]:
-    """(k, m) of the convolution requantization for a real multiplier ``M`` in (0, 1/8)."""
-    if not 0 < M < CONV_MULTIPLIER_LIMIT:
-        raise ValueError(f"multiplier {M!r} is outside (0, {CONV_MULTIPLIER_LIMIT}): not characterised")
-    k = max(0, math.ceil(math.log2(1.0 / M)) - 4)
+    """(k, m) of the convolution requantization for a real multiplier ``M`` > 0."""
+    if not (M > 0 and math.isfinite(M)):
+        raise ValueError(f"multiplier {M!r} is not a positive finite number")
+    k = math.ceil(math.log2(1.0 / M)) - 4
     return k, mantissa12(M * 2.0 ** k)
 
 
@@ -93,8 +92,9 @@ def conv_bias(bias: np.ndarray, bias_scale: float, x_scale: float, w_scale: floa
 
 def conv_requant(acc: np.ndarray, M: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
     """The module docstring's rule on exact int32 accumulators (bias included); int64 codes.
-    (a + 1/2) * m is exact in float64: |a| < 2^31 and m has 12 significant bits."""
+    (a + 1/2) * m is exact in float64 while |a| < 2^40 (m has 12 significant bits)."""
     k, m = conv_requant_params(M)
-    a = np.asarray(acc, np.int64) >> k
+    acc = np.asarray(acc, np.int64)
+    a = acc >> k if k >= 0 else acc << -k
     y = np.floor((a.astype(np.float64) + 0.5) * m + 0.5).astype(np.int64) + zero_point
     return np.clip(y, qmin, qmax)

@@ -83,7 +83,7 @@ def test_quantize_linear_from_float(tmp_path, dtype):
                                f"htp={q[0][bad[:3]]} ours={ours[bad[:3]]}")
 
 
-# -- Conv requantization, 8-bit, M < 1/8 -------------------------------------------------------------
+# -- Conv requantization, 8-bit ---------------------------------------------------------------------
 
 def _conv1x1(w, xs, ws, ys, yz, n, bias=None, act="uint8"):
     xz = 128 if act == "uint8" else 0
@@ -117,7 +117,7 @@ CONV_CASES = [(2, False, "uint8", True), (16, True, "uint8", False), (64, False,
 
 
 @pytest.mark.parametrize("ci,with_bias,act,per_channel", CONV_CASES, ids=lambda v: str(v))
-def test_conv_requant_below_one_eighth(tmp_path, ci, with_bias, act, per_channel):
+def test_conv_requant(tmp_path, ci, with_bias, act, per_channel):
     rng = np.random.default_rng(ci * 7 + with_bias)
     info = np.iinfo(act)
     co, n = 4, 2048
@@ -126,7 +126,7 @@ def test_conv_requant_below_one_eighth(tmp_path, ci, with_bias, act, per_channel
         spread = rng.uniform(0.5, 2.0, co) if per_channel else np.ones(co)
         ws = (np.float32(ws0) * spread).astype(np.float32)
         ws = ws if per_channel else np.float32(ws0)
-        M_target = 10 ** rng.uniform(-5, np.log10(0.1))
+        M_target = 10 ** rng.uniform(-5, np.log10(4.0))  # k from 13 down to -6
         ys = float(np.float32(xs * float(np.max(ws)) / M_target))
         yz = int(rng.integers(int(info.min), int(info.max) + 1))
         w = rng.integers(-127, 128, (co, ci, 1, 1)).astype(np.int8)
@@ -149,6 +149,23 @@ def test_conv_requant_below_one_eighth(tmp_path, ci, with_bias, act, per_channel
             assert np.array_equal(ours, got), (f"channel {c} M {M:.4g}: {int((ours != got).sum())} of {n} differ")
 
 
-def test_conv_multiplier_outside_the_characterised_range_is_refused():
-    with pytest.raises(ValueError, match="not characterised"):
-        htp.conv_requant_params(0.2)
+@pytest.mark.parametrize("M", [0.0625, 0.07, 0.1, 0.125, 0.13, 0.2, 0.25, 0.3, 0.45, 0.5, 0.9, 1.0, 1.3, 2.5])
+def test_conv_requant_every_accumulator_value(tmp_path, M):
+    """acc = 3a + b over every pair of uint8 codes: each accumulator value in [-512, 508], every level
+    boundary of the output, for multipliers on both sides of 1/8 and powers of two."""
+    xs, ws = 0.02, 0.01
+    ys = float(np.float32(xs * ws / M))
+    qa, qb = np.repeat(np.arange(256), 256), np.tile(np.arange(256), 256)
+    x = ((np.stack([qa, qb]) - 128) * np.float32(xs)).astype(np.float32)[None, :, None, :]
+    w = np.array([[[[3]], [[1]]]], np.int8)
+    (yq,) = run_htp(tmp_path, _conv1x1(w, xs, np.float32(ws), ys, 128, qa.size), {"x": x}, ["yq"])
+    acc = 3 * (qa - 128) + (qb - 128)
+    Mf = float(np.float32(np.float32(np.float32(xs) * np.float32(ws)) / np.float32(ys)))
+    ours = htp.conv_requant(acc, Mf, 128, 0, 255)
+    assert np.array_equal(ours, yq[0, 0, 0].astype(np.int64)), int((ours != yq[0, 0, 0]).sum())
+
+
+def test_conv_multiplier_must_be_positive_and_finite():
+    for bad in (0.0, -0.1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="positive finite"):
+            htp.conv_requant_params(bad)
