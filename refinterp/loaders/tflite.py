@@ -147,6 +147,20 @@ class _Reader:
             out[_str(sd.SignatureKey()) or str(j)] = entry
         return out
 
+    def _lstm_intermediates(self, op: Any, node_name: str) -> dict[str, Any]:
+        """The integer LSTM's intermediate tensors (the converter records five: four gate outputs,
+        quantized only with layer norm, and the hidden state ``effective_hidden_scale``): their
+        (scale, zero point) as attributes, None where unquantized."""
+        n = int(op.IntermediatesLength())
+        if n == 0:
+            return {}
+        quants = []
+        for j in range(min(n, 5)):
+            q = self.tensors[self.tensor_name(int(op.Intermediates(j)), f"LSTM node '{node_name}' intermediate")].quant
+            quants.append(None if q is None or q.scale.size != 1 else
+                          (float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])))
+        return {"intermediate_quant": quants}
+
     def tensor_name(self, i: int, what: str) -> str:
         if i < 0 or i >= len(self.names):
             raise self.fail(f"{what} refers to tensor index {i}, but the model has {len(self.names)} tensors")
@@ -337,6 +351,8 @@ class _Reader:
             self.tensors[t.name] = t
         attrs = dict(attrs)
         attrs.setdefault("op_version", int(code.Version()))
+        if canon == "UnidirectionalSequenceLSTM":
+            attrs.update(self._lstm_intermediates(op, node_name))
         for name, like in attrs.pop("_state_outputs", ()):  # LSTM / SVDF final states (variable tensors)
             self.state_updates[like] = name
             t = self.tensors[like]

@@ -28,12 +28,9 @@ BACKENDS = {"ref": "tflite-reference", "tflm": "tflite-micro"}
 # (model, backend) -> ("refinterp" | "oracle", reason).  "refinterp": refinterp refuses the model
 # (an UnsupportedOpError / ModelError naming the reason); "oracle": the runtime cannot run it.
 _SIGNAL = "TFLM audio front-end custom ops (SignalWindow, SignalRfft, ...) are not modelled"
-_ILSTM = "integer UNIDIRECTIONAL_SEQUENCE_LSTM (its own fixed-point arithmetic) is not modelled yet"
 EXPECTED = {
     **{(m, b): ("refinterp", _SIGNAL) for m in ("audio_preprocessor_float.tflite",
                                                  "audio_preprocessor_int8.tflite") for b in BACKENDS},
-    **{(m, b): ("refinterp", _ILSTM) for m in ("trained_lstm_int8.tflite", "dtln_noise_suppression.tflite",
-                                                "micro_speech_lstm.tflite") for b in BACKENDS},
     **{("person_detect_vela.tflite", b): ("refinterp", "the Ethos-U command stream (ethos-u custom op) is "
                                                       "not modelled") for b in BACKENDS},
     ("person_detect.tflite", "ref"): ("oracle", "LiteRT refuses a bias whose quantized_dimension (3) was "

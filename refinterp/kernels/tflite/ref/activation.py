@@ -241,6 +241,15 @@ def _prepare_int16_sigmoid_tanh(node, is_tanh: bool, sx, zx, so, zo):
             lsh += 1
             m *= 2.0
         mult = int(m)
+    return _plan(int16_sigmoid_tanh_table(mult, lsh, is_tanh), "int16", input_multiplier=mult, input_left_shift=lsh)
+
+
+def int16_sigmoid_tanh_table(mult: int, lsh: int, is_tanh: bool) -> np.ndarray:
+    """``reference_integer_ops::Logistic/Tanh`` (int16) for every input code -32768..32767, given
+    its (input_multiplier, input_left_shift); a multiplier of 0 means 3 << shift (power-of-two
+    inputs).  Int16 output codes (scale 2^-15), int64 array."""
+    if mult == 0:
+        mult, lsh = 3 << lsh, 0
     x = _codes("int16")
     rnd = (1 << (lsh - 1)) if lsh > 0 else 0
     v = (x * mult + rnd) >> lsh
@@ -258,7 +267,7 @@ def _prepare_int16_sigmoid_tanh(node, is_tanh: bool, sx, zx, so, zo):
         r = np.where(uh >= 255, 0x7FFF << 10, interp)
         r = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1) >> 10
     y = ((r + 32768) & 0xFFFF) - 32768  # static_cast<int16_t>
-    return _plan(y, "int16", input_multiplier=mult, input_left_shift=lsh)
+    return y
 
 
 @kernel("Sigmoid", "tflite_ref", prepare=prepare_sigmoid_tanh(False), impls=TABLE_IMPLS)
