@@ -64,3 +64,83 @@ def test_unmodelled_integer_lstm_forms_are_refused_by_name(slot, what):
     g.nodes[k] = dataclasses.replace(node, inputs=ins)
     with pytest.raises(UnsupportedOpError, match=f"{node.name}.*{what}"):
         refinterp.Session(g, "tflite-reference")
+
+
+# -- built models: batch 2, CIFG, cell clip, time-major, zero points, saturation ---------------------
+
+def _int_model(cifg=False, time_major=False, cell_clip=0.0, zx=-3, zh=5, wscale=0.02, bias_span=3000,
+               seed=0, B=2, T=5, I=7, C=6):
+    """An 8x8_16 LSTM as the converter writes it: int8 input / output state / output, int16 cell state
+    (scale 2^-11), int8 weights, int32 biases, and the five intermediates (the last one, the hidden
+    state, quantized like the output state)."""
+    from tests.tflite_builder import TFLiteBuilder
+
+    rng = np.random.default_rng(seed)
+    sx, sh = 0.05, 1 / 128
+    b = TFLiteBuilder()
+    x = b.tensor("x", (T, B, I) if time_major else (B, T, I), "int8", sx, zx)
+
+    def w(name, rows, cols):
+        return b.const(name, rng.integers(-127, 128, (rows, cols)).astype(np.int8), "int8",
+                       float(wscale * rng.uniform(0.5, 1.5)), 0)
+
+    def bias(name):
+        return b.const(name, rng.integers(-bias_span, bias_span + 1, C).astype(np.int32), "int32", sx * wscale, 0)
+
+    ins = [x, -1 if cifg else w("w_i", C, I), w("w_f", C, I), w("w_c", C, I), w("w_o", C, I)]
+    ins += [-1 if cifg else w("r_i", C, C), w("r_f", C, C), w("r_c", C, C), w("r_o", C, C)]
+    ins += [-1, -1, -1, -1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o"), -1, -1]
+    h = b.tensor("h_state", (B, C), "int8", sh, zh)
+    c = b.tensor("c_state", (B, C), "int16", 2.0 ** -11, 0)
+    b.tensors[h].isVariable = b.tensors[c].isVariable = True
+    ins += [h, c, -1, -1, -1, -1]
+    y = b.tensor("y", (T, B, C) if time_major else (B, T, C), "int8", sh, zh)
+    k = b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], {"fused_activation": "TANH", "cell_clip": cell_clip,
+                                                         "proj_clip": 0.0, "time_major": time_major})
+    inter = [b.tensor(f"inter{j}", (0,), "float32") for j in range(4)] + [b.tensor("hidden", (0,), "int8", sh, zh)]
+    b.operators[k].intermediates = inter
+    shape = (T, B, I) if time_major else (B, T, I)
+    feeds = {"x": rng.integers(-128, 128, shape).astype(np.int8)}
+    return b.build([x], [y]), feeds
+
+
+BUILT = {
+    "plain": dict(),
+    "cifg": dict(cifg=True, seed=1),
+    "cell-clip": dict(cell_clip=0.25, seed=2, wscale=0.05),
+    "time-major": dict(time_major=True, seed=3),
+    "zero-points-and-saturation": dict(zx=-128, zh=-120, wscale=0.2, bias_span=300000, seed=4),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(SCHEMES))
+def test_built_integer_lstm_every_tensor(tmp_path, backend):
+    if backend == "tflm":
+        pytest.importorskip("tflite_micro")
+    names = [k for k in sorted(BUILT) if not (backend == "tflm" and BUILT[k].get("cifg"))]
+    cases = [_int_model(**BUILT[k]) for k in names]
+    oracle = run_batch(cases, backend)
+    for name, (model, feeds), want in zip(names, cases, oracle):
+        if isinstance(want, Aborted):
+            pytest.fail(f"finding: {backend} aborted on the {name} LSTM: {want.message}")
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        ours = refinterp.Session(refinterp.load(str(p)), SCHEMES[backend]).run(feeds, capture="all")
+        ours = {k: v for k, v in ours.items() if not k.endswith("#next")}
+        n, bad, notes = compare(want, ours)
+        assert n >= 2 and bad == 0, f"{name} under {backend}: {bad} differing; {notes[:3]}"
+
+
+def test_tflm_cifg_lstm_is_refused_as_the_runtime_refuses_it(tmp_path):
+    """TFLite Micro fails to allocate tensors for a CIFG LSTM (measured): tflite-micro refuses it by
+    name rather than computing what no TFLM build runs."""
+    pytest.importorskip("tflite_micro")
+    from refinterp.errors import UnsupportedOpError
+
+    model, feeds = _int_model(**BUILT["cifg"])
+    p = tmp_path / "cifg.tflite"
+    p.write_bytes(model)
+    (res,) = run_batch([(model, feeds)], "tflm")  # in a subprocess
+    assert isinstance(res, Aborted) and "allocate" in res.message, res
+    with pytest.raises(UnsupportedOpError, match="no CIFG form"):
+        refinterp.Session(refinterp.load(str(p)), "tflite-micro")

@@ -113,6 +113,9 @@ def prepare(node, ctx) -> IntLstmPlan:
     cifg = ins[1] is None
     how = impl(ctx, LSTM_IMPLS, "litert")
     tflm = how == "tflm"
+    if tflm and cifg:  # LstmTensors::ValidateTensorStatus requires all eight weight tensors
+        raise UnsupportedOpError(f"{w}: TFLite Micro's LSTM has no CIFG form (it requires the input-gate "
+                                 f"weights; the runtime fails to allocate tensors)")
     gate_scale = _F(2.0 ** -12)
     eff_in, eff_rec, bias_in, bias_rec = [], [], [], []
     for g in range(4):
