@@ -69,38 +69,40 @@ def test_unmodelled_integer_lstm_forms_are_refused_by_name(slot, what):
 # -- built models: batch 2, CIFG, cell clip, time-major, zero points, saturation ---------------------
 
 def _int_model(cifg=False, time_major=False, cell_clip=0.0, zx=-3, zh=5, wscale=0.02, bias_span=3000,
-               seed=0, B=2, T=5, I=7, C=6):
+               seed=0, B=2, T=5, I=7, C=6, act="int8"):
     """An 8x8_16 LSTM as the converter writes it: int8 input / output state / output, int16 cell state
     (scale 2^-11), int8 weights, int32 biases, and the five intermediates (the last one, the hidden
     state, quantized like the output state)."""
     from tests.tflite_builder import TFLiteBuilder
 
     rng = np.random.default_rng(seed)
-    sx, sh = 0.05, 1 / 128
+    sx, sh = (0.05, 1 / 128) if act == "int8" else (0.05 / 256, 1 / 32768)
+    bias_dt = "int32" if act == "int8" else "int64"
+    lo, hi = (-128, 127) if act == "int8" else (-32768, 32767)
     b = TFLiteBuilder()
-    x = b.tensor("x", (T, B, I) if time_major else (B, T, I), "int8", sx, zx)
+    x = b.tensor("x", (T, B, I) if time_major else (B, T, I), act, sx, zx)
 
     def w(name, rows, cols):
         return b.const(name, rng.integers(-127, 128, (rows, cols)).astype(np.int8), "int8",
                        float(wscale * rng.uniform(0.5, 1.5)), 0)
 
     def bias(name):
-        return b.const(name, rng.integers(-bias_span, bias_span + 1, C).astype(np.int32), "int32", sx * wscale, 0)
+        return b.const(name, rng.integers(-bias_span, bias_span + 1, C).astype(bias_dt), bias_dt, sx * wscale, 0)
 
     ins = [x, -1 if cifg else w("w_i", C, I), w("w_f", C, I), w("w_c", C, I), w("w_o", C, I)]
     ins += [-1 if cifg else w("r_i", C, C), w("r_f", C, C), w("r_c", C, C), w("r_o", C, C)]
     ins += [-1, -1, -1, -1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o"), -1, -1]
-    h = b.tensor("h_state", (B, C), "int8", sh, zh)
+    h = b.tensor("h_state", (B, C), act, sh, zh)
     c = b.tensor("c_state", (B, C), "int16", 2.0 ** -11, 0)
     b.tensors[h].isVariable = b.tensors[c].isVariable = True
     ins += [h, c, -1, -1, -1, -1]
-    y = b.tensor("y", (T, B, C) if time_major else (B, T, C), "int8", sh, zh)
+    y = b.tensor("y", (T, B, C) if time_major else (B, T, C), act, sh, zh)
     k = b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], {"fused_activation": "TANH", "cell_clip": cell_clip,
                                                          "proj_clip": 0.0, "time_major": time_major})
-    inter = [b.tensor(f"inter{j}", (0,), "float32") for j in range(4)] + [b.tensor("hidden", (0,), "int8", sh, zh)]
+    inter = [b.tensor(f"inter{j}", (0,), "float32") for j in range(4)] + [b.tensor("hidden", (0,), act, sh, zh)]
     b.operators[k].intermediates = inter
     shape = (T, B, I) if time_major else (B, T, I)
-    feeds = {"x": rng.integers(-128, 128, shape).astype(np.int8)}
+    feeds = {"x": rng.integers(lo, hi + 1, shape).astype(act)}
     return b.build([x], [y]), feeds
 
 
@@ -144,3 +146,31 @@ def test_tflm_cifg_lstm_is_refused_as_the_runtime_refuses_it(tmp_path):
     assert isinstance(res, Aborted) and "allocate" in res.message, res
     with pytest.raises(UnsupportedOpError, match="no CIFG form"):
         refinterp.Session(refinterp.load(str(p)), "tflite-micro")
+
+
+SIXTEEN = {
+    "16x8": dict(act="int16", zx=0, zh=0, seed=5, bias_span=2 ** 20),
+    "16x8-saturating": dict(act="int16", zx=0, zh=0, wscale=0.3, bias_span=2 ** 34, seed=6, cell_clip=0.5),
+}
+
+
+def test_16x8_integer_lstm_tflm_every_tensor(tmp_path):
+    """TFLite Micro's int16-activation LSTM (int64 biases); LiteRT refuses it and so does refinterp
+    under tflite-reference."""
+    pytest.importorskip("tflite_micro")
+    from refinterp.errors import UnsupportedOpError
+
+    cases = [_int_model(**SIXTEEN[k]) for k in sorted(SIXTEEN)]
+    for name, (model, feeds), want in zip(sorted(SIXTEEN), cases, run_batch(cases, "tflm")):
+        if isinstance(want, Aborted):
+            pytest.fail(f"finding: tflm aborted on the {name} LSTM: {want.message}")
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        g = refinterp.load(str(p))
+        ours = refinterp.Session(g, "tflite-micro").run(feeds, capture="all")
+        n, bad, notes = compare(want, {k: v for k, v in ours.items() if not k.endswith("#next")})
+        assert n >= 2 and bad == 0, f"{name}: {bad} differing; {notes[:3]}"
+        with pytest.raises(UnsupportedOpError, match="16x8"):
+            refinterp.Session(g, "tflite-reference")
+    (litert,) = run_batch(cases[:1], "ref")  # LiteRT fails to prepare it (int64 gate biases)
+    assert isinstance(litert, Aborted) and "INT64" in litert.message, litert

@@ -36,6 +36,11 @@ reference kernels)::
     g = reference int16 Tanh (multiplier 3), tanh(c) with (15 + cell_shift - 3) as its input shift
     c = sat16(clamp16(MBQM(f * c)) + clamp16(MBQM(i * g))), then clamp to +-trunc(double clip / s_c)
     h = clamp8(MBQM(tanh(c) * o) + zp_h)
+
+TFLM also runs 16x8 LSTMs (int16 input / states / output with zero points 0, int8 weights, int64
+biases): the same steps with int64 gate accumulators requantized by MultiplyByQuantizedMultiplier's
+int64 form (the scheme's ``requant.rounding64``) and int16 outputs.  LiteRT has no such kernel:
+refused under ``impl: litert``.
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ import numpy as np
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import gemmlowp16
 from refinterp.quant.fixedpoint import quantize_multiplier, rdbp
+from refinterp.quant.requant import Rounding
 from ..common import checked_log2, impl, mbqm, qparams, rounding, where
 from .activation import int16_sigmoid_tanh_table
 from ...registry import declare_settings, kernel
@@ -82,6 +88,8 @@ class IntLstmPlan:
     impl: str = "litert"
     mul_fc: tuple[int, int] = (0, 0)  # tflm: the f * c and i * g multipliers
     mul_ig: tuple[int, int] = (0, 0)
+    act_dtype: str = "int8"  # int16: TFLM's 16x8 LSTM
+    rounding_fc: str = ""  # the gate FullyConnected's rounding (16x8: the int64 form)
 
 
 def _scale(ctx, i: int, node, what: str) -> tuple[float, int]:
@@ -94,8 +102,10 @@ def _scale(ctx, i: int, node, what: str) -> tuple[float, int]:
 def prepare(node, ctx) -> IntLstmPlan:
     ins = list(ctx.inputs) + [None] * (24 - len(ctx.inputs))
     w = where(node)
-    if ins[0] is None or ins[0].dtype != "int8" or ins[19] is None or ins[19].dtype != "int16":
-        raise UnsupportedOpError(f"{w}: integer LSTM supports int8 inputs with an int16 cell state (8x8_16)")
+    act = ins[0].dtype if ins[0] is not None else None
+    if act not in ("int8", "int16") or ins[19] is None or ins[19].dtype != "int16":
+        raise UnsupportedOpError(f"{w}: integer LSTM supports int8 (8x8_16) or int16 (16x8, TFLite Micro) "
+                                 f"activations with an int16 cell state")
     if any(ins[k] is not None for k in (9, 10, 11)):
         raise UnsupportedOpError(f"{w}: integer LSTM with peephole weights is not supported")
     if any(ins[k] is not None for k in (16, 17)):
@@ -113,6 +123,10 @@ def prepare(node, ctx) -> IntLstmPlan:
     cifg = ins[1] is None
     how = impl(ctx, LSTM_IMPLS, "litert")
     tflm = how == "tflm"
+    if act == "int16" and not tflm:
+        raise UnsupportedOpError(f"{w}: LiteRT has no int16-activation (16x8) integer LSTM")
+    if act == "int16" and (zx or zh):
+        raise UnsupportedOpError(f"{w}: 16x8 LSTM needs zero points of 0")
     if tflm and cifg:  # LstmTensors::ValidateTensorStatus requires all eight weight tensors
         raise UnsupportedOpError(f"{w}: TFLite Micro's LSTM has no CIFG form (it requires the input-gate "
                                  f"weights; the runtime fails to allocate tensors)")
@@ -139,6 +153,9 @@ def prepare(node, ctx) -> IntLstmPlan:
         bias_rec.append(-zh * np.asarray(wr.const, _I64).sum(axis=1))
     clip = float(node.attrs.get("cell_clip", 0.0))
     rnd = rounding(ctx).value
+    # 16x8: int64 biases and accumulators, MultiplyByQuantizedMultiplier's int64 form (the scheme's
+    # ``requant.rounding64``)
+    rnd64 = Rounding.parse(((ctx.settings or {}).get("requant") or {}).get("rounding64", "mbqm64")).value
     if tflm:
         left = 15 + int(cell_shift) - 3
         tanh_cell = int16_sigmoid_tanh_table(3, -left, True) if left < 0 else int16_sigmoid_tanh_table(0, left, True)
@@ -147,7 +164,8 @@ def prepare(node, ctx) -> IntLstmPlan:
                            tuple(eff_in), tuple(eff_rec), quantize_multiplier(2.0 ** -30 / float(sh)),
                            tuple(bias_in), tuple(bias_rec), int(cell_shift), cell_clip, rnd,
                            int16_sigmoid_tanh_table(0, 0, False), int16_sigmoid_tanh_table(0, 0, True), tanh_cell,
-                           "tflm", quantize_multiplier(2.0 ** -15), quantize_multiplier(2.0 ** -30 / float(sc)))
+                           "tflm", quantize_multiplier(2.0 ** -15), quantize_multiplier(2.0 ** -30 / float(sc)),
+                           act, rnd64 if act == "int16" else rnd)
     inter = node.attrs.get("intermediate_quant") or []
     if len(inter) < 5 or inter[4] is None:
         raise UnsupportedOpError(f"{w}: integer LSTM needs the quantized hidden intermediate tensor")
@@ -171,8 +189,6 @@ def _wrap16(v: np.ndarray) -> np.ndarray:
 @kernel("UnidirectionalSequenceLSTM", "tflite_ref", prepare=prepare, impls=LSTM_IMPLS)
 def integer_lstm(plan: IntLstmPlan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, b_i, b_f, b_c,
                  b_o, proj_w, proj_b, h0, c0, ln_i=None, ln_f=None, ln_c=None, ln_o=None):
-    from refinterp.quant.requant import Rounding
-
     r = Rounding(plan.rounding)
     x = np.asarray(x)
     seq = (x if plan.time_major else np.swapaxes(x, 0, 1)).astype(_I64)  # [T, B, I]
@@ -185,13 +201,16 @@ def integer_lstm(plan: IntLstmPlan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p
     c = np.zeros((batch, n_cell), _I64) if c0 is None else np.asarray(c0, _I64).reshape(batch, n_cell)
 
     tflm = plan.impl == "tflm"
+    hrange = (-32768, 32767) if plan.act_dtype == "int16" else (-128, 127)
+
+    rfc = Rounding(plan.rounding_fc) if plan.rounding_fc else r
 
     def gate(g: int, xt: np.ndarray) -> np.ndarray:
-        # each product sum < 2^31 for the converter's sizes (|x w| <= 2^14 per term).  LiteRT adds
-        # the recurrent product into the int16 gate and saturates the sum; TFLM saturates it first
-        # (its own FullyConnected output) and then adds with saturation.
-        a = _sat16(mbqm(plan.bias_in[g] + xt @ W[g].T, *plan.eff_in[g], r))
-        b = mbqm(plan.bias_rec[g] + h @ R[g].T, *plan.eff_rec[g], r)
+        # 8x8_16: each product sum < 2^31 for the converter's sizes (|x w| <= 2^14 per term); 16x8:
+        # int64 sums (|x w| <= 2^22).  LiteRT adds the recurrent product into the int16 gate and
+        # saturates the sum; TFLM saturates it first (its own FullyConnected output), then adds.
+        a = _sat16(mbqm(plan.bias_in[g] + xt @ W[g].T, *plan.eff_in[g], rfc))
+        b = mbqm(plan.bias_rec[g] + h @ R[g].T, *plan.eff_rec[g], rfc)
         return _sat16(a + (_sat16(b) if tflm else b))
 
     outs = []
@@ -207,9 +226,10 @@ def integer_lstm(plan: IntLstmPlan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p
         if plan.cell_clip > 0:
             c = np.clip(c, -plan.cell_clip, plan.cell_clip)
         o = plan.sigmoid[gate(3, xt) + 32768]
-        h = np.clip(mbqm(o * plan.tanh_cell[c + 32768], *plan.eff_hidden, r) + plan.hidden_zp, -128, 127)
+        h = np.clip(mbqm(o * plan.tanh_cell[c + 32768], *plan.eff_hidden, r) + plan.hidden_zp, *hrange)
         outs.append(h)
     y = np.stack(outs) if outs else np.zeros((0, batch, n_out), _I64)
     if not plan.time_major:
         y = np.swapaxes(y, 0, 1)
-    return np.ascontiguousarray(y).astype(np.int8), h.astype(np.int8), c.astype(np.int16)
+    dt = np.dtype(plan.act_dtype)
+    return np.ascontiguousarray(y).astype(dt), h.astype(dt), c.astype(np.int16)
