@@ -49,6 +49,7 @@ def _lstm(ctx: OpContext) -> Result:
     return "UnidirectionalSequenceLSTM", ins, {
         "cell_activation": ctx.activation(), "cell_clip": float(ctx.opt("cell_clip", 0.0)),
         "proj_clip": float(ctx.opt("proj_clip", 0.0)), "time_major": bool(ctx.opt("time_major", False)),
+        "asymmetric_quantize_inputs": bool(ctx.opt("asymmetric_quantize_inputs", False)),
         "_state_outputs": states}
 
 

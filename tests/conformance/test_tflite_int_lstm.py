@@ -174,3 +174,57 @@ def test_16x8_integer_lstm_tflm_every_tensor(tmp_path):
             refinterp.Session(g, "tflite-reference")
     (litert,) = run_batch(cases[:1], "ref")  # LiteRT fails to prepare it (int64 gate biases)
     assert isinstance(litert, Aborted) and "INT64" in litert.message, litert
+
+
+# -- dynamic-range ("hybrid") LSTM: float activations, int8 weights -----------------------------------
+
+def _hybrid_model(cifg=False, asymmetric=False, time_major=False, cell_clip=0.0, seed=0, B=2, T=4, I=6, C=5):
+    from tests.tflite_builder import TFLiteBuilder
+
+    rng = np.random.default_rng(seed)
+    b = TFLiteBuilder()
+    x = b.tensor("x", (T, B, I) if time_major else (B, T, I))
+
+    def w(name, rows, cols):
+        return b.const(name, rng.integers(-127, 128, (rows, cols)).astype(np.int8), "int8",
+                       float(rng.uniform(0.002, 0.01)), 0)
+
+    def bias(name):
+        return b.const(name, rng.normal(0, 0.3, C).astype(np.float32))
+
+    ins = [x, -1 if cifg else w("w_i", C, I), w("w_f", C, I), w("w_c", C, I), w("w_o", C, I)]
+    ins += [-1 if cifg else w("r_i", C, C), w("r_f", C, C), w("r_c", C, C), w("r_o", C, C)]
+    ins += [-1, -1, -1, -1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o"), -1, -1]
+    h = b.tensor("h_state", (B, C))
+    c = b.tensor("c_state", (B, C))
+    b.tensors[h].isVariable = b.tensors[c].isVariable = True
+    ins += [h, c, -1, -1, -1, -1]
+    y = b.tensor("y", (T, B, C) if time_major else (B, T, C))
+    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], {"fused_activation": "TANH", "cell_clip": cell_clip,
+                                                    "proj_clip": 0.0, "time_major": time_major,
+                                                    "asymmetric_quantize_inputs": asymmetric})
+    shape = (T, B, I) if time_major else (B, T, I)
+    return b.build([x], [y]), {"x": rng.normal(0, 1.5, shape).astype(np.float32)}
+
+
+HYBRID = {
+    "symmetric": dict(),
+    "asymmetric": dict(asymmetric=True, seed=1),
+    "cifg-clip": dict(cifg=True, cell_clip=0.6, seed=2),
+    "time-major-asymmetric": dict(time_major=True, asymmetric=True, seed=3),
+}
+
+
+@pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
+def test_hybrid_lstm_matches_litert(tmp_path, backend):
+    """Float outputs within 1e-5 relative (float order of the element-wise steps; libm exp / tanh)."""
+    cases = [_hybrid_model(**HYBRID[k]) for k in sorted(HYBRID)]
+    for name, (model, feeds), want in zip(sorted(HYBRID), cases, run_batch(cases, backend)):
+        if isinstance(want, Aborted):
+            pytest.fail(f"finding: {backend} aborted on the {name} hybrid LSTM: {want.message}")
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        g = refinterp.load(str(p))
+        ours = refinterp.Session(g, SCHEMES[backend]).run(feeds)
+        for k in g.outputs:
+            np.testing.assert_allclose(ours[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {backend} {k}")

@@ -1,2 +1,2 @@
 """LiteRT dynamic-range (hybrid) kernels: float activations, int8 weights."""
-from . import conv, matmul, xnnpack  # noqa: F401
+from . import conv, lstm, matmul, xnnpack  # noqa: F401

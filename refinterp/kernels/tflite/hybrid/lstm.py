@@ -1,0 +1,124 @@
+"""LiteRT dynamic-range ("hybrid") UNIDIRECTIONAL_SEQUENCE_LSTM: float input, states and output,
+int8 per-tensor weights (``lstm_eval.cc`` LstmStepHybrid / CalculateLstmGateHybrid), variants
+``tflite_hybrid_ref`` / ``tflite_hybrid_opt`` (both resolvers run the same code).
+
+Scope: no peephole, no projection, no layer norm (refused by name); CIFG supported.  Per step, in
+float32 (order as the C++)::
+
+    q_x, s_x[b], z_x[b] = per-row quantization of x_t (asymmetric iff asymmetric_quantize_inputs,
+                          else symmetric, z = 0);  q_h, s_h, z_h likewise of the previous output h
+    gate_g = bias_g;  gate_g += f32(acc_x) * f32(s_x[b] * s_Wg);  gate_g += f32(acc_h) * f32(s_h[b] * s_Rg)
+             acc = sum_k W[o, k] q[b, k] - z[b] * sum_k W[o, k]  (exact int32); a part whose input
+             row block is all zeros is skipped (LiteRT's IsZeroVector shortcut)
+    i, f, o = sigmoid(gate) (CIFG: i = 1 - f);  g = act(gate_c)
+    c = f * c + g * i  (clipped to +-cell_clip when > 0);  h = o * act(c);  y[t] = h
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from ...float.recurrent import _CELL_ACTS
+from .common import F32
+from .matmul import wrap32
+from .quantize import quantize_rows
+from ...registry import kernel
+
+_W_IN, _W_REC, _BIAS = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
+
+
+@dataclass(frozen=True)
+class HybridLstmPlan:
+    where: str
+    act: Callable
+    cell_clip: float
+    time_major: bool
+    asymmetric: bool
+    cifg: bool
+    w_in: tuple  # per gate: int64 [C, I] or None (CIFG input gate)
+    w_rec: tuple  # int64 [C, O]
+    sums_in: tuple  # row sums
+    sums_rec: tuple
+    s_in: tuple  # float32 weight scales
+    s_rec: tuple
+    bias: tuple  # float32 [C] per gate (zeros when absent)
+
+
+def _prepare(node, ctx) -> HybridLstmPlan:
+    ins = list(ctx.inputs) + [None] * (24 - len(ctx.inputs))
+    w = f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)"
+    for slots, what in (((9, 10, 11), "peephole weights"), ((16, 17), "a projection"),
+                        ((20, 21, 22, 23), "layer normalization")):
+        if any(ins[k] is not None for k in slots):
+            raise UnsupportedOpError(f"{w}: the hybrid LSTM with {what} is not supported")
+    act = node.attrs.get("cell_activation", "TANH")
+    if act not in _CELL_ACTS:
+        raise UnsupportedOpError(f"{w}: unknown activation {act}")
+    cifg = ins[1] is None
+    w_in, w_rec, sums_in, sums_rec, s_in, s_rec, bias = [], [], [], [], [], [], []
+    for g in range(4):
+        if cifg and g == 0:
+            for lst in (w_in, w_rec, sums_in, sums_rec, s_in, s_rec, bias):
+                lst.append(None)
+            continue
+        for slot, ws, ss, ls in ((_W_IN[g], w_in, s_in, sums_in), (_W_REC[g], w_rec, s_rec, sums_rec)):
+            t = ins[slot]
+            if t is None or t.const is None or t.quant is None or t.quant.scale.size != 1 or t.dtype != "int8":
+                raise UnsupportedOpError(f"{w}: the hybrid LSTM needs constant int8 weights with one scale")
+            m = np.asarray(t.const, np.int64)
+            ws.append(m), ls.append(m.sum(axis=1)), ss.append(F32(t.quant.scale.ravel()[0]))
+        b = ins[_BIAS[g]]
+        bias.append(np.zeros(w_in[-1].shape[0], F32) if b is None or b.const is None else np.asarray(b.const, F32))
+    return HybridLstmPlan(w, _CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
+                          bool(node.attrs.get("time_major", False)),
+                          bool(node.attrs.get("asymmetric_quantize_inputs", False)), cifg, tuple(w_in), tuple(w_rec),
+                          tuple(sums_in), tuple(sums_rec), tuple(s_in), tuple(s_rec), tuple(bias))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (F32(1) / (F32(1) + np.exp(-x))).astype(F32)
+
+
+@kernel("UnidirectionalSequenceLSTM", ("tflite_hybrid_ref", "tflite_hybrid_opt"), prepare=_prepare)
+def hybrid_lstm(plan: HybridLstmPlan, x, *rest):
+    h0, c0 = rest[17], rest[18]
+    x = np.asarray(x, F32)
+    seq = x if plan.time_major else np.swapaxes(x, 0, 1)  # [T, B, I]
+    n_t, batch = seq.shape[0], seq.shape[1]
+    n_cell, n_out = plan.w_rec[1].shape
+    h = np.zeros((batch, n_out), F32) if h0 is None else np.array(h0, F32).reshape(batch, n_out)
+    c = np.zeros((batch, n_cell), F32) if c0 is None else np.array(c0, F32).reshape(batch, n_cell)
+    outs = []
+    for t in range(n_t):
+        xt = np.ascontiguousarray(seq[t])
+        x_zero, h_zero = not xt.any(), not h.any()
+        qx, sx, zx = quantize_rows(xt, plan.asymmetric)
+        qh, sh, zh = quantize_rows(h, plan.asymmetric)
+
+        def gate(g: int) -> np.ndarray:
+            v = np.broadcast_to(plan.bias[g], (batch, n_cell)).astype(F32)
+            for skip, q, s, z, w, sums, sw in ((x_zero, qx, sx, zx, plan.w_in[g], plan.sums_in[g], plan.s_in[g]),
+                                               (h_zero, qh, sh, zh, plan.w_rec[g], plan.sums_rec[g], plan.s_rec[g])):
+                if skip:
+                    continue
+                acc = wrap32(q.astype(np.int64) @ w.T - z.astype(np.int64)[:, None] * sums[None, :])
+                v = (v + (acc.astype(F32) * (s * sw).astype(F32)[:, None]).astype(F32)).astype(F32)
+            return v
+
+        i = None if plan.cifg else _sigmoid(gate(0))
+        f = _sigmoid(gate(1))
+        g = plan.act(gate(2)).astype(F32)
+        c = (f * c).astype(F32)
+        c = (c + g * ((F32(1) - f).astype(F32) if plan.cifg else i)).astype(F32)
+        if plan.cell_clip > 0:
+            c = np.clip(c, F32(-plan.cell_clip), F32(plan.cell_clip)).astype(F32)
+        o = _sigmoid(gate(3))
+        h = (o * plan.act(c).astype(F32)).astype(F32)
+        outs.append(h)
+    y = np.stack(outs) if outs else np.zeros((0, batch, n_out), F32)
+    if not plan.time_major:
+        y = np.swapaxes(y, 0, 1)
+    return np.ascontiguousarray(y), h, c
