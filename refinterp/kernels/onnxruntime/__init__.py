@@ -1,3 +1,3 @@
 """ONNX Runtime CPU (MLAS) kernels (variant ``ort``), integer and the float ops whose MLAS order matters."""
-from . import (attention, contrib, elementwise, float_activation, float_conv, float_matmul, float_softmax, gemm, pool,  # noqa: F401
-               qlinear_runtime, quantize)
+from . import (attention, contrib, elementwise, float_activation, float_conv, float_matmul, float_softmax,  # noqa: F401
+               gemm, matmul_nbits, pool, qlinear_runtime, quantize)

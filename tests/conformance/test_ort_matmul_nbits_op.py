@@ -1,0 +1,70 @@
+"""com.microsoft MatMulNBits nodes (weight-only 4-/8-bit, kernels/onnxruntime/matmul_nbits.py) against
+ONNX Runtime's CPU kernel: packed 4-bit and 8-bit codes, K not a multiple of the block, default /
+packed uint8 / float zero points, bias, accuracy levels 0-2 (float32 compute), within 1e-5 relative;
+accuracy level 4 (int8 compute) is refused by name."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ort = pytest.importorskip("onnxruntime")
+
+import refinterp  # noqa: E402
+
+rng = np.random.default_rng(0)
+
+def _model(bits, K, N, block, zp_kind, acc_level, bias):
+    nb = -(-K // block)
+    codes = rng.integers(0, 1 << bits, (N, nb * block)).astype(np.uint8)
+    if bits == 4:
+        packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).reshape(N, nb, block // 2)
+    else:
+        packed = codes.reshape(N, nb, block)
+    scales = rng.uniform(0.01, 0.05, N * nb).astype(np.float32)
+    inits = [numpy_helper.from_array(packed, "B"), numpy_helper.from_array(scales, "S")]
+    ins = ["A", "B", "S"]
+    if zp_kind == "u8":
+        z = rng.integers(0, 1 << bits, (N, nb)).astype(np.uint8)
+        if bits == 4:
+            if nb % 2: z = np.concatenate([z, np.zeros((N, 1), np.uint8)], 1)
+            z = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8)
+        inits.append(numpy_helper.from_array(z.reshape(-1), "Z")); ins.append("Z")
+    elif zp_kind == "f32":
+        inits.append(numpy_helper.from_array(rng.uniform(0, 1 << bits, N * nb).astype(np.float32), "Z")); ins.append("Z")
+    if bias:
+        if len(ins) == 3: ins.append("")
+        ins += ["", "bias"]; inits.append(numpy_helper.from_array(rng.normal(0, 1, N).astype(np.float32), "bias"))
+    node = helper.make_node("MatMulNBits", ins, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block, accuracy_level=acc_level)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [3, K])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]); m.ir_version = 8
+    return m
+
+
+CASES = [(4, 64, 16, 32, None, 0, False), (4, 70, 16, 32, "u8", 0, True), (4, 96, 8, 16, "f32", 0, False),
+         (8, 64, 16, 32, "u8", 0, False), (4, 64, 16, 32, None, 1, False), (8, 64, 16, 32, None, 2, True),
+         (4, 130, 24, 64, "u8", 0, True)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c))
+def test_matmul_nbits_matches_onnxruntime(tmp_path, case):
+    import onnx
+
+    m = _model(*case)
+    a = np.random.default_rng(1).normal(0, 1, (3, case[1])).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["Y"], {"A": a})[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    got = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"A": a})["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_accuracy_level_4_is_refused_by_name(tmp_path):
+    import onnx
+
+    from refinterp.errors import UnsupportedOpError
+
+    p = tmp_path / "m.onnx"
+    onnx.save(_model(4, 64, 16, 32, None, 4, False), str(p))
+    with pytest.raises(UnsupportedOpError, match="accuracy_level 4"):
+        refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu")
