@@ -14,30 +14,37 @@ import refinterp  # noqa: E402
 
 rng = np.random.default_rng(0)
 
+def _pack4(codes: np.ndarray) -> np.ndarray:
+    """Two 4-bit codes per byte, the first in the low nibble (an odd count gets a zero pad)."""
+    if codes.shape[1] % 2:
+        codes = np.concatenate([codes, np.zeros((codes.shape[0], 1), np.uint8)], 1)
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+
+
 def _model(bits, K, N, block, zp_kind, acc_level, bias):
+    """A MatMulNBits node with random codes, scales (and zero points, bias) as the quantizer writes."""
     nb = -(-K // block)
     codes = rng.integers(0, 1 << bits, (N, nb * block)).astype(np.uint8)
-    if bits == 4:
-        packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).reshape(N, nb, block // 2)
-    else:
-        packed = codes.reshape(N, nb, block)
-    scales = rng.uniform(0.01, 0.05, N * nb).astype(np.float32)
-    inits = [numpy_helper.from_array(packed, "B"), numpy_helper.from_array(scales, "S")]
-    ins = ["A", "B", "S"]
+    packed = (_pack4(codes) if bits == 4 else codes).reshape(N, nb, -1)
+    inits = [numpy_helper.from_array(packed, "B"),
+             numpy_helper.from_array(rng.uniform(0.01, 0.05, N * nb).astype(np.float32), "S")]
+    ins = ["A", "B", "S", ""]
     if zp_kind == "u8":
         z = rng.integers(0, 1 << bits, (N, nb)).astype(np.uint8)
-        if bits == 4:
-            if nb % 2: z = np.concatenate([z, np.zeros((N, 1), np.uint8)], 1)
-            z = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8)
-        inits.append(numpy_helper.from_array(z.reshape(-1), "Z")); ins.append("Z")
+        inits.append(numpy_helper.from_array((_pack4(z) if bits == 4 else z).reshape(-1), "Z"))
+        ins[3] = "Z"
     elif zp_kind == "f32":
-        inits.append(numpy_helper.from_array(rng.uniform(0, 1 << bits, N * nb).astype(np.float32), "Z")); ins.append("Z")
+        inits.append(numpy_helper.from_array(rng.uniform(0, 1 << bits, N * nb).astype(np.float32), "Z"))
+        ins[3] = "Z"
     if bias:
-        if len(ins) == 3: ins.append("")
-        ins += ["", "bias"]; inits.append(numpy_helper.from_array(rng.normal(0, 1, N).astype(np.float32), "bias"))
-    node = helper.make_node("MatMulNBits", ins, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block, accuracy_level=acc_level)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [3, K])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]); m.ir_version = 8
+        ins += ["", "bias"]
+        inits.append(numpy_helper.from_array(rng.normal(0, 1, N).astype(np.float32), "bias"))
+    node = helper.make_node("MatMulNBits", ins, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits,
+                            block_size=block, accuracy_level=acc_level)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [3, K])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
     return m
 
 
