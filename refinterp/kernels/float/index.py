@@ -14,7 +14,7 @@ import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
 from ..registry import attr_plan, kernel
-from ..int.shape import BOTH, ints, where
+from ..int.shape import BOTH, ints
 
 
 _plan = attr_plan

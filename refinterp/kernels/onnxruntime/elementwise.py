@@ -16,7 +16,7 @@ Numeric contracts (refinterp/quant/mlas.py has the formulas):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -39,7 +39,7 @@ tests/conformance/test_tflite_opt_int16_add.py, the mobilenet_tiny_int16x8 fixtu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 

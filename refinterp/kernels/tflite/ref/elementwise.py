@@ -6,7 +6,7 @@ same element pairs).  All intermediate values are int32-valued (checked bounds i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 

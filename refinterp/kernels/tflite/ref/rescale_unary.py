@@ -15,7 +15,7 @@ against the input (NumPy rules, as the 4-D slow broadcast).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
