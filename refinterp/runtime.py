@@ -11,8 +11,8 @@ from . import kernels as _kernels  # noqa: F401  (registers every kernel module)
 from .errors import InputError, ModelError, RefinterpError, ResourceError, UnsupportedOpError
 from .ir import Graph, Node, TensorInfo, dequantize, storage_dtype
 from .kernels.float.fused import apply_activation
-from .kernels.registry import (Delegate, Kernel, PrepareContext, SettingsView, check_settings_read, is_plan,
-                               lookup)
+from .kernels.registry import (Kernel, PrepareContext, SettingsView, check_settings_read, is_plan, lookup,
+                               resolve_delegate)
 from .scheme_check import check_scheme, load_checked
 from .schemes import Scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
@@ -93,12 +93,9 @@ class Session:
         view = SettingsView(choice.settings)
         ctx = PrepareContext(node, ins, outs, view)
         try:
-            chain = [k]
-            plan = k.prepare(node, ctx)
-            while isinstance(plan, Delegate):  # the node runs as the kernel it is handed to
-                k, plan = plan.kernel, plan.plan
-                chain.append(k)
-            check_settings_read(view.read, tuple(chain))
+            chain, plan = resolve_delegate(k, k.prepare(node, ctx))
+            k = chain[-1]  # the node runs as the kernel it is handed to
+            check_settings_read(view.read, chain)
             float_kernel = k.variant == "float"
             dq = tuple(bool(float_kernel and not k.raw_inputs and t is not None and t.quant is not None
                             and storage_dtype(t.dtype).kind in "iu") for t in ins)

@@ -13,7 +13,6 @@ see the scheme itself).
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -192,27 +191,22 @@ class Delegate:
     plan: Any
 
 
-def check_settings_read(read: set[str], kernels: tuple["Kernel", ...]) -> None:
-    """A kernel-author error when a prepare read a setting no kernel in its delegation chain declares
-    (``REFINTERP_RECORD_SETTINGS=FILE`` records the reads instead, to write the declarations)."""
-    declared = set().union(*(k.settings for k in kernels))
-    extra = set(read) - declared - SESSION_SETTINGS
-    rec = os.environ.get("REFINTERP_RECORD_SETTINGS")
-    if rec:
-        with open(rec, "a", encoding="utf-8") as f:
-            for k in kernels:
-                f.write(f"{k.op}\t{k.variant}\t{k.run.__module__}\t{k.prepare.__module__}\t{','.join(sorted(read))}\n")
-        return
+def check_settings_read(read: set[str], kernels: list["Kernel"]) -> None:
+    """A kernel-author error when a prepare read a setting no kernel in its delegation chain declares."""
+    extra = set(read) - set().union(*(k.settings for k in kernels)) - SESSION_SETTINGS
     if extra:
         names = ", ".join(f"({k.op}, {k.variant})" for k in kernels)
-        raise RuntimeError(f"kernel {names} read the scheme setting(s) {', '.join(sorted(extra))} it does not declare")
+        raise RuntimeError(f"kernel {names} read the scheme setting(s) {', '.join(sorted(extra))} "
+                           f"it does not declare")
 
 
-def resolve_delegate(k: "Kernel", plan: Any) -> tuple["Kernel", Any]:
-    """Follow ``Delegate`` results to the kernel that actually runs the node."""
+def resolve_delegate(k: "Kernel", plan: Any) -> tuple[list["Kernel"], Any]:
+    """Follow ``Delegate`` results: the kernels on the way (the last one runs the node) and its plan."""
+    chain = [k]
     while isinstance(plan, Delegate):
-        k, plan = plan.kernel, plan.plan
-    return k, plan
+        chain.append(plan.kernel)
+        plan = plan.plan
+    return chain, plan
 
 
 def lookup(op: str, variants: list[str], *, node: Node | None = None, fmt: str = "") -> Kernel:
