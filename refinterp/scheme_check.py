@@ -53,7 +53,9 @@ def check_scheme(scheme: Scheme) -> Scheme:
         if op not in ops:
             _fail(scheme, ("ops", op), f"unknown op '{op}' (not a canonical op with a registered kernel; "
                   f"see refinterp/kernels/OPS.md)")
-    for keys, op, value in _impls(data):
+    for keys, op, _key, value in _entry_keys(data, {"impl"}):
+        if not isinstance(value, str):
+            continue
         variants = _variants_for(data, keys, top)
         allowed = registry.declared_impls(op, variants)
         if value not in allowed:
@@ -61,7 +63,7 @@ def check_scheme(scheme: Scheme) -> Scheme:
             alts = ", ".join(sorted(allowed)) or "none: no kernel there reads impl"
             _fail(scheme, keys, f"impl '{value}' is not declared by a kernel of {who} under variants "
                   f"{', '.join(variants)} (declared: {alts})")
-    for keys, op, key in _settings(data):
+    for keys, op, key, _value in _entry_keys(data, registry.KERNEL_SETTINGS - {"impl"}):
         variants = _variants_for(data, keys, top)
         read = registry.declared_settings(op, variants)
         if key not in read:
@@ -71,23 +73,20 @@ def check_scheme(scheme: Scheme) -> Scheme:
     return scheme
 
 
-def _settings(doc: dict) -> Iterator[tuple[tuple[str, ...], str | None, str]]:
-    """(key path, op or None for a ``nodes:`` entry, key) of every kernel setting but ``impl`` in an
-    op or node entry (and its delegate / hybrid / uint8 blocks)."""
-    keys_checked = registry.KERNEL_SETTINGS - {"impl"}
+def _entry_keys(doc: dict, wanted: frozenset | set) -> Iterator[tuple[tuple[str, ...], str | None, str, Any]]:
+    """(key path, op or None for a ``nodes:`` entry, key, value) of every ``wanted`` key of an op or
+    node entry and of its delegate / hybrid / uint8 blocks."""
+    def walk(st: dict, keys: tuple[str, ...], op: str | None):
+        for k, v in st.items():
+            if k in wanted:
+                yield keys + (k,), op, k, v
+        for ctx in _CONTEXTS:
+            if isinstance(st.get(ctx), dict):
+                yield from walk(st[ctx], keys + (ctx,), op)
+
     for section in ("ops", "nodes"):
         for name, st in (doc.get(section) or {}).items():
-            for keys, key in _settings_in(st or {}, (section, str(name)), keys_checked):
-                yield keys, (str(name) if section == "ops" else None), key
-
-
-def _settings_in(st: dict, keys: tuple[str, ...], checked: frozenset) -> Iterator[tuple[tuple[str, ...], str]]:
-    for k in st:
-        if k in checked:
-            yield keys + (k,), k
-    for ctx in _CONTEXTS:
-        if isinstance(st.get(ctx), dict):
-            yield from _settings_in(st[ctx], keys + (ctx,), checked)
+            yield from walk(st or {}, (section, str(name)), str(name) if section == "ops" else None)
 
 
 def _fail(scheme: Scheme, keys: tuple[str, ...], what: str) -> None:
@@ -125,22 +124,6 @@ def _variant_lists(data: Any, keys: tuple[str, ...] = ()) -> Iterator[tuple[tupl
             yield p, v
         elif isinstance(v, dict):
             yield from _variant_lists(v, p)
-
-
-def _impls(doc: dict) -> Iterator[tuple[tuple[str, ...], str | None, str]]:
-    """(key path, op or None for a ``nodes:`` entry, value) of every ``impl:`` in a document."""
-    for section in ("ops", "nodes"):
-        for key, st in (doc.get(section) or {}).items():
-            for keys, value in _impls_in(st or {}, (section, str(key))):
-                yield keys, (str(key) if section == "ops" else None), value
-
-
-def _impls_in(st: dict, keys: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], str]]:
-    if isinstance(st.get("impl"), str):
-        yield keys + ("impl",), st["impl"]
-    for ctx in _CONTEXTS:
-        if isinstance(st.get(ctx), dict):
-            yield from _impls_in(st[ctx], keys + (ctx,))
 
 
 def _variants_for(data: dict, keys: tuple[str, ...], top: list[str]) -> list[str]:
