@@ -101,20 +101,33 @@ def _concat_int(plan, *xs):
 
 
 @dataclass(frozen=True)
-class PermPlan:
-    perm: list[int] | None  # None: given at run time (or reversed axes)
+class IntsPlan:
+    """An integer list (perm, axes, target shape, repeats) from a constant input or an attribute;
+    None when it is computed at run time."""
+
+    values: list[int] | None
+
+    def resolve(self, runtime) -> list[int] | None:
+        return self.values if self.values is not None else ints(runtime)
 
 
-def _transpose_prepare(node: Node, ctx: PrepareContext) -> PermPlan:
+def _ints_input(i: int, attr: str):
+    """A prepare reading input ``i`` (opset >= 13 form) or the older attribute ``attr``."""
+    def prepare(node: Node, ctx: PrepareContext) -> IntsPlan:
+        return IntsPlan(input_or_attr(node, ctx, i, attr))
+    return prepare
+
+
+def _transpose_prepare(node: Node, ctx: PrepareContext) -> IntsPlan:
     perm = node.attr("perm")
     if perm is None and ctx.const(1) is not None:  # TFLite TRANSPOSE: perm as an input
         perm = ctx.const(1)
-    return PermPlan(ints(perm))
+    return IntsPlan(ints(perm))
 
 
 @kernel("Transpose", BOTH, prepare=_transpose_prepare)
 def _transpose(plan, x, perm_in=None):
-    perm = plan.perm if plan.perm is not None else ints(perm_in)
+    perm = plan.resolve(perm_in)  # None: reversed axes
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     return np.array(np.transpose(x, [p % x.ndim for p in perm]), order="C")  # (keeps rank 0)
@@ -165,26 +178,17 @@ def _flatten(plan, x):
     return x.reshape(int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
 
 
-@dataclass(frozen=True)
-class AxesPlan:
-    axes: list[int] | None  # None: given at run time
-
-
-def _axes_prepare(node: Node, ctx: PrepareContext) -> AxesPlan:
-    return AxesPlan(input_or_attr(node, ctx, 1, "axes"))
-
-
-@kernel("Squeeze", BOTH, prepare=_axes_prepare)
+@kernel("Squeeze", BOTH, prepare=_ints_input(1, "axes"))
 def _squeeze(plan, x, axes=None):
-    ax = plan.axes if plan.axes is not None else ints(axes)
+    ax = plan.resolve(axes)
     if not ax:
         return np.squeeze(x)
     return np.squeeze(x, axis=tuple(a % x.ndim for a in ax))
 
 
-@kernel("Unsqueeze", BOTH, prepare=_axes_prepare)
+@kernel("Unsqueeze", BOTH, prepare=_ints_input(1, "axes"))
 def _unsqueeze(plan, x, axes=None):
-    ax = plan.axes if plan.axes is not None else ints(axes)
+    ax = plan.resolve(axes)
     rank = x.ndim + len(ax)
     return x.reshape(_unsqueezed_shape(x.shape, sorted(a % rank for a in ax)))
 
@@ -196,53 +200,29 @@ def _unsqueezed_shape(shape, axes):
     return out
 
 
-@dataclass(frozen=True)
-class OptAxisPlan:
-    axis: int | None  # None: given at run time
-
-
-def _expand_dims_prepare(node: Node, ctx: PrepareContext) -> OptAxisPlan:
+def _expand_dims_prepare(node: Node, ctx: PrepareContext) -> IntsPlan:
     check_equal_params(node, ctx, [0])
-    ax = input_or_attr(node, ctx, 1, "axis")
-    return OptAxisPlan(None if ax is None else ax[0])
+    return IntsPlan(input_or_attr(node, ctx, 1, "axis"))
 
 
 @kernel("ExpandDims", BOTH, prepare=_expand_dims_prepare)
 def _expand_dims(plan, x, axis=None):
-    a = plan.axis if plan.axis is not None else ints(axis)[0]
+    a = plan.resolve(axis)[0]
     return np.expand_dims(x, a if a >= 0 else a + x.ndim + 1)
 
 
 # -- Expand / Tile / Pack / Unpack -------------------------------------------------------------
 
-@dataclass(frozen=True)
-class TargetShapePlan:
-    shape: list[int] | None  # None: given at run time
-
-
-def _expand_prepare(node: Node, ctx: PrepareContext) -> TargetShapePlan:
-    return TargetShapePlan(input_or_attr(node, ctx, 1, "shape"))
-
-
-@kernel("Expand", BOTH, prepare=_expand_prepare)
+@kernel("Expand", BOTH, prepare=_ints_input(1, "shape"))
 def _expand(plan, x, shape=None):
-    target = plan.shape if plan.shape is not None else ints(shape)
+    target = plan.resolve(shape)
     out = np.broadcast_shapes(x.shape, tuple(target))  # ONNX Expand broadcasts both ways
     return np.broadcast_to(x, out).copy()
 
 
-@dataclass(frozen=True)
-class RepeatsPlan:
-    repeats: list[int] | None  # None: given at run time
-
-
-def _tile_prepare(node: Node, ctx: PrepareContext) -> RepeatsPlan:
-    return RepeatsPlan(input_or_attr(node, ctx, 1, "repeats"))
-
-
-@kernel("Tile", BOTH, prepare=_tile_prepare)
+@kernel("Tile", BOTH, prepare=_ints_input(1, "repeats"))
 def _tile(plan, x, repeats=None):
-    reps = plan.repeats if plan.repeats is not None else ints(repeats)
+    reps = plan.resolve(repeats)
     return np.tile(x, reps)
 
 
