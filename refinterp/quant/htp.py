@@ -52,8 +52,7 @@ import math
 
 import numpy as np
 
-def _round_half_away(t: np.ndarray) -> np.ndarray:
-    return np.sign(t) * np.floor(np.abs(t) + 0.5)
+from .fixedpoint import round_half_away
 
 
 def quantize_float(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
@@ -64,7 +63,7 @@ def quantize_float(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax
         with np.errstate(over="ignore"):
             t = t.astype(np.float16).astype(np.float64)  # one RNE rounding; beyond 65504: inf, clamped
     with np.errstate(invalid="ignore"):
-        v = _round_half_away(t) + zero_point
+        v = round_half_away(t) + zero_point
     v = np.where(np.isnan(v), qmax, v)  # NaN: the largest code (measured, 8-bit and 16-bit)
     return np.clip(v, qmin, qmax).astype(np.int64)
 
