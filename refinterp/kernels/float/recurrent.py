@@ -217,21 +217,21 @@ for _op in _GATES:
 #   h = proj_bias + W_proj m, clipped to +-proj_clip when proj_clip > 0 (no projection: h = m)
 # Outputs: every step's h [B, T, O], then the final h and c (the variable tensors' new values).
 
-_CELL_ACTS = {None: lambda x: x, "NONE": lambda x: x, "TANH": np.tanh, "RELU": lambda x: np.maximum(x, 0),
+CELL_ACTS = {None: lambda x: x, "NONE": lambda x: x, "TANH": np.tanh, "RELU": lambda x: np.maximum(x, 0),
               "RELU6": lambda x: np.clip(x, 0, 6), "RELU_N1_TO_1": lambda x: np.clip(x, -1, 1),
               "SIGN_BIT": lambda x: np.signbit(x).astype(x.dtype)}
 
 
 def _prepare_tfl_lstm(node, ctx) -> TflLstmPlan:
     act = node.attrs.get("cell_activation", "TANH")
-    if act not in _CELL_ACTS:
+    if act not in CELL_ACTS:
         raise InputError(f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM): unknown activation {act}")
-    return TflLstmPlan(_CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
+    return TflLstmPlan(CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
                        float(node.attrs.get("proj_clip", 0.0)), bool(node.attrs.get("time_major", False)),
                        f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)")
 
 
-def _sigmoid32(x):
+def sigmoid32(x):
     return (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
 
 
@@ -267,13 +267,13 @@ def tflite_lstm(plan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, 
     outs = []
     for t in range(n_t):
         seq_t = seq[t]
-        f = _sigmoid32(gate(w_f, r_f, p_f, b_f, ln_f, c))
-        i = (np.float32(1) - f) if cifg else _sigmoid32(gate(w_i, r_i, p_i, b_i, ln_i, c))
+        f = sigmoid32(gate(w_f, r_f, p_f, b_f, ln_f, c))
+        i = (np.float32(1) - f) if cifg else sigmoid32(gate(w_i, r_i, p_i, b_i, ln_i, c))
         g = act(gate(w_c, r_c, None, b_c, ln_c, c)).astype(np.float32)
         c = (f * c + i * g).astype(np.float32)
         if plan.cell_clip > 0:
             c = np.clip(c, -plan.cell_clip, plan.cell_clip).astype(np.float32)
-        o = _sigmoid32(gate(w_o, r_o, p_o, b_o, ln_o, c))
+        o = sigmoid32(gate(w_o, r_o, p_o, b_o, ln_o, c))
         m = (o * act(c)).astype(np.float32)
         if proj_w is not None:
             m = m @ np.asarray(proj_w, np.float32).T + (0 if proj_b is None else np.asarray(proj_b, np.float32))

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from ...float.recurrent import _CELL_ACTS
+from ...float.recurrent import CELL_ACTS, sigmoid32
 from .common import F32
 from .matmul import wrap32
 from .quantize import quantize_rows
@@ -55,7 +55,7 @@ def _prepare(node, ctx) -> HybridLstmPlan:
         if any(ins[k] is not None for k in slots):
             raise UnsupportedOpError(f"{w}: the hybrid LSTM with {what} is not supported")
     act = node.attrs.get("cell_activation", "TANH")
-    if act not in _CELL_ACTS:
+    if act not in CELL_ACTS:
         raise UnsupportedOpError(f"{w}: unknown activation {act}")
     cifg = ins[1] is None
     w_in, w_rec, sums_in, sums_rec, s_in, s_rec, bias = [], [], [], [], [], [], []
@@ -72,14 +72,10 @@ def _prepare(node, ctx) -> HybridLstmPlan:
             ws.append(m), ls.append(m.sum(axis=1)), ss.append(F32(t.quant.scale.ravel()[0]))
         b = ins[_BIAS[g]]
         bias.append(np.zeros(w_in[-1].shape[0], F32) if b is None or b.const is None else np.asarray(b.const, F32))
-    return HybridLstmPlan(w, _CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
+    return HybridLstmPlan(w, CELL_ACTS[act], float(node.attrs.get("cell_clip", 0.0)),
                           bool(node.attrs.get("time_major", False)),
                           bool(node.attrs.get("asymmetric_quantize_inputs", False)), cifg, tuple(w_in), tuple(w_rec),
                           tuple(sums_in), tuple(sums_rec), tuple(s_in), tuple(s_rec), tuple(bias))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return (F32(1) / (F32(1) + np.exp(-x))).astype(F32)
 
 
 @kernel("UnidirectionalSequenceLSTM", ("tflite_hybrid_ref", "tflite_hybrid_opt"), prepare=_prepare)
@@ -108,14 +104,14 @@ def hybrid_lstm(plan: HybridLstmPlan, x, *rest):
                 v = (v + (acc.astype(F32) * (s * sw).astype(F32)[:, None]).astype(F32)).astype(F32)
             return v
 
-        i = None if plan.cifg else _sigmoid(gate(0))
-        f = _sigmoid(gate(1))
+        i = None if plan.cifg else sigmoid32(gate(0))
+        f = sigmoid32(gate(1))
         g = plan.act(gate(2)).astype(F32)
         c = (f * c).astype(F32)
         c = (c + g * ((F32(1) - f).astype(F32) if plan.cifg else i)).astype(F32)
         if plan.cell_clip > 0:
             c = np.clip(c, F32(-plan.cell_clip), F32(plan.cell_clip)).astype(F32)
-        o = _sigmoid(gate(3))
+        o = sigmoid32(gate(3))
         h = (o * plan.act(c).astype(F32)).astype(F32)
         outs.append(h)
     y = np.stack(outs) if outs else np.zeros((0, batch, n_out), F32)

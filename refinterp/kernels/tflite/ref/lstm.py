@@ -182,10 +182,6 @@ def _sat16(v: np.ndarray) -> np.ndarray:
     return np.clip(v, -32768, 32767)
 
 
-def _wrap16(v: np.ndarray) -> np.ndarray:
-    return ((v + 32768) & 0xFFFF) - 32768
-
-
 @kernel("UnidirectionalSequenceLSTM", "tflite_ref", prepare=prepare, impls=LSTM_IMPLS)
 def integer_lstm(plan: IntLstmPlan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p_i, p_f, p_o, b_i, b_f, b_c,
                  b_o, proj_w, proj_b, h0, c0, ln_i=None, ln_f=None, ln_c=None, ln_o=None):
@@ -222,7 +218,7 @@ def integer_lstm(plan: IntLstmPlan, x, w_i, w_f, w_c, w_o, r_i, r_f, r_c, r_o, p
         if tflm:
             c = _sat16(_sat16(mbqm(f * c, *plan.mul_fc, r)) + _sat16(mbqm(i * g, *plan.mul_ig, r)))
         else:
-            c = _sat16(_wrap16(rdbp(f * c, 15)) + _wrap16(rdbp(i * g, 30 + plan.cell_shift)))
+            c = _sat16(gemmlowp16.wrap16(rdbp(f * c, 15)) + gemmlowp16.wrap16(rdbp(i * g, 30 + plan.cell_shift)))
         if plan.cell_clip > 0:
             c = np.clip(c, -plan.cell_clip, plan.cell_clip)
         o = plan.sigmoid[gate(3, xt) + 32768]
