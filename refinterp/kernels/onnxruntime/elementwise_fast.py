@@ -32,6 +32,7 @@ def _qladd(a, b, ra, rb, fixed, shift, flo, fhi, out):  # pragma: no cover - com
 
 
 def _consts(p):
+    """(ra, rb, fixed) of the FMA form, or () when a constant is not finite (the NumPy path)."""
     (sa, za), (sb, zb), (sc, zc) = p.a, p.b, p.c
     from refinterp.quant.mlas import fma_f32
 
@@ -39,7 +40,7 @@ def _consts(p):
         ra, rb = F32(sa) / F32(sc), F32(sb) / F32(sc)
         fixed = F32(F32(zc) - fma_f32(ra, F32(za), F32(rb * F32(zb))))
     if not (np.isfinite(ra) and np.isfinite(rb) and np.isfinite(fixed)):
-        return None
+        return ()
     return np.float64(ra), np.float64(rb), np.float64(fixed)
 
 
@@ -50,7 +51,7 @@ def fast_ort_add(p, a, b) -> np.ndarray | None:
             or b.dtype.name not in ("int8", "uint8") or p.dtype not in ("int8", "uint8")
             or not (-256 <= p.lo <= p.hi <= 255)):
         return None
-    c = prepared(p, "ort_add_consts", lambda plan: _consts(plan) or ())
+    c = prepared(p, "ort_add_consts", _consts)
     if not c:
         return None
     out = np.empty(a.shape, p.dtype)
