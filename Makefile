@@ -30,8 +30,11 @@ demo: $(VENV)/.installed
 		if [ $$rc -gt 1 ]; then exit $$rc; fi; echo "report: demo-out/report.html"
 
 # The packaged wheel in a clean venv (schemes listed, demo diff, smoke run), then the suite.
+# The aarch64 oracles (qemu user mode + the official aarch64 wheels) are built when the machine allows
+# it (root with apt, or qemu already installed); otherwise the ARM64 tests skip and say why.
 test: $(VENV)/.installed-test
 	tools/check_wheel.sh $(BIN)/python
+	$(BIN)/python tools/setup_arm64_env.py --install-system --if-possible
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 check-wheel: $(VENV)/.installed

@@ -131,7 +131,7 @@ _MODULE_SETTINGS: dict[str, frozenset[str]] = {}
 # which declare it).
 SESSION_SETTINGS = frozenset({"variants", "compute", "float_output", "refuse_dtypes", "hybrid", "uint8"})
 # The op-entry keys a kernel may read.
-KERNEL_SETTINGS = frozenset({"requant", "accumulator", "impl", "requires_equal_params", "delegate"})
+KERNEL_SETTINGS = frozenset({"requant", "accumulator", "impl", "requires_equal_params", "delegate", "float_contract"})
 
 
 def module_settings(*modules: str) -> frozenset[str]:

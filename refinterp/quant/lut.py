@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .fixedpoint import round_half_away
+from .fma import fma_f32
 
 _f32 = np.float32
 
@@ -91,6 +92,24 @@ def gelu_approx_f32(x) -> np.float32:
     return _f32(_f32(_f32(0.5) * x) * _f32(_f32(1.0) + tanhf(inner)))
 
 
+def fma(a, b, c, ftype=np.float32):
+    """``a * b + c`` with one rounding to ``ftype`` (round to nearest, ties to even): the fused
+    multiply-add a compiler contracts ``x * y + z`` into on aarch64 (``quant/fma.py``)."""
+    if ftype is np.float64:
+        from fractions import Fraction
+
+        exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+        return np.float64(float(exact))  # int / int true division: correctly rounded
+    return np.float32(fma_f32(a, b, c))
+
+
+def gelu_approx_f32_fma(x) -> np.float32:
+    """``gelu_approx_f32`` as the aarch64 build evaluates it: ``in + (0.044715f * in * in) * in`` fused."""
+    x = _f32(x)
+    inner = _f32(_SQRT_2_OVER_PI * fma(_f32(_f32(_f32(0.044715) * x) * x), x, x))
+    return _f32(_f32(_f32(0.5) * x) * _f32(_f32(1.0) + tanhf(inner)))
+
+
 # --- table builders ---------------------------------------------------------------------------
 
 def lut_int8(in_scale: float, in_zp: int, out_scale: float, out_zp: int,
@@ -112,10 +131,11 @@ def lut_int8(in_scale: float, in_zp: int, out_scale: float, out_zp: int,
 
 
 def lut_int16(in_scale: float, in_zp: int, out_scale: float, out_zp: int,
-              fn: Callable[[float], float], double: bool = False) -> np.ndarray:
+              fn: Callable[[float], float], double: bool = False, contract: bool = False) -> np.ndarray:
     """``LUTPopulateInt16<FloatT>``: 513-entry table over the full int16 input range, entries
     biased so that linear interpolation halves the midpoint error.  ``double`` selects
-    FloatT = double (softmax int16) instead of float."""
+    FloatT = double (softmax int16) instead of float.  ``contract``: the aarch64 build, whose
+    compiler fuses ``input_min + i * step`` and ``val_next * inv + round(val * inv)`` into FMAs."""
     F = np.float64 if double else np.float32
 
     def rnd(v):
@@ -132,13 +152,17 @@ def lut_int16(in_scale: float, in_zp: int, out_scale: float, out_zp: int,
     inv = F(F(65536) / F(out_max - out_min))
     tmin, tmax = F(-32768), F(32767)
     lut = np.empty(steps + 1, np.int64)
+
+    def mul_add(a, b, c):
+        return fma(a, b, c, F) if contract else F(F(F(a) * F(b)) + F(c))
+
     for i in range(steps):
-        x0 = F(in_min + F(F(i) * step))
+        x0 = mul_add(F(i), step, in_min)
         val = F(fn(x0))
         val_mid = F(fn(F(x0 + half_step)))
-        val_next = F(fn(F(in_min + F(F(i + 1) * step))))
+        val_next = F(fn(mul_add(F(i + 1), step, in_min)))
         sample = rnd(val * inv)
-        mid_interp = rnd(F(F(F(val_next * inv) + rnd(val * inv)) / F(2)))
+        mid_interp = rnd(F(mul_add(val_next, inv, rnd(val * inv)) / F(2)))
         mid_val = rnd(val_mid * inv)
         bias = rnd(F(F(mid_interp - mid_val) / F(2)))
         lut[i] = int(min(max(F(sample - bias), tmin), tmax))

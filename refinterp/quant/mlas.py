@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fma import fma_f32
+
 F32 = np.float32
 
 
@@ -120,12 +122,13 @@ def qladd_neon(a, b, sa, za: int, sb, zb: int, sc, zc: int, lo: int, hi: int) ->
     return np.clip(r + zc, lo, hi)
 
 
-def qlmul(a, b, sa, za: int, sb, zb: int, sc, zc: int, lo: int, hi: int) -> np.ndarray:
+def qlmul(a, b, sa, za: int, sb, zb: int, sc, zc: int, lo: int, hi: int, fused: bool = False) -> np.ndarray:
     """QLinearMul (qlmul.cpp): prod = (a-za)*(b-zb) exact; ratio = f32(f32(sa*sb)/sc);
-    y = sat(RNE(f32(f32(f32(prod) * ratio) + f32(zc))))  (zero point added in float)."""
+    y = sat(RNE(f32(f32(f32(prod) * ratio) + f32(zc))))  (zero point added in float).  ``fused``:
+    the aarch64 build, where vaddq(zc, vmulq(ratio, prod)) compiles to one FMA (single rounding)."""
     ratio = F32(F32(F32(sa) * F32(sb)) / F32(sc))
     prod = (np.asarray(a, np.int64) - za) * (np.asarray(b, np.int64) - zb)
-    t = (prod.astype(F32) * ratio).astype(F32) + F32(zc)
+    t = fma_f32(prod.astype(F32), ratio, F32(zc)) if fused else (prod.astype(F32) * ratio).astype(F32) + F32(zc)
     return np.clip(np.rint(t).astype(np.int64), lo, hi)
 
 

@@ -153,6 +153,32 @@ def mul_scale(s1, s2, so) -> np.float32:
     return _F(_F(_F(s1) * _F(s2)) / _F(so))
 
 
+def mul_rndnu_params(scale: np.float32) -> tuple[int, int, int]:
+    """``xnn_init_qs8_mul_minmax_rndnu_neon_params`` (ARM): the float32 product/output scale in
+    [2^-16, 2^8) split into a Q31 multiplier (its 24-bit significand << 7, in [2^30, 2^31 - 128]) and
+    shift = 126 - biased exponent in [-8, 15]; post_shift = max(shift, 1), the rest a left pre-shift.
+    Returns (multiplier, left_pre_shift, post_shift)."""
+    bits = int(np.float32(scale).view(np.uint32))
+    multiplier = ((bits & 0x007FFFFF) | 0x00800000) << 7
+    shift = 127 + 31 - 32 - (bits >> 23)
+    post = max(shift, 1)
+    return multiplier, post - shift, post
+
+
+def mul_rndnu(prod: np.ndarray, multiplier: int, left_pre_shift: int, post_shift: int, zo: int,
+              dtype: str) -> np.ndarray:
+    """The NEON ``qs8/qu8-vmul-minmax-rndnu`` kernels on products ``prod`` = (a - za) * (b - zb),
+    |prod| <= 255^2: vqshl by the pre-shift (<= 9 bits: |prod| << 9 < 2^31, never saturates), vqdmulh
+    (floor of 2 * acc * M / 2^32; saturates only at INT32_MIN^2, unreachable), vrshl right by
+    post_shift (round half up), saturate to int16, add zo saturating in int16, saturate to 8 bits."""
+    acc = np.asarray(prod, np.int64) << left_pre_shift
+    acc = (2 * acc * multiplier) >> 32
+    acc = (acc + (1 << (post_shift - 1))) >> post_shift
+    acc = np.clip(np.clip(acc, -32768, 32767) + zo, -32768, 32767)
+    lo, hi = qrange(dtype)
+    return np.clip(acc, lo, hi)
+
+
 def lrelu_multipliers(sx, so, alpha) -> tuple[int, int]:
     """(positive, negative) multipliers = lrintf(256 * scale): out = (bias + v*m) >> 8 with
     bias = (zo << 8) + 0x80 (round half up)."""

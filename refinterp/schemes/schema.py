@@ -149,6 +149,10 @@ OP: dict[str, Check] = {
     "accumulator": _mapping(ACCUMULATOR),
     "impl": _str,
     "requires_equal_params": _bool,
+    # How the backend's compiler evaluates ``a * b + c`` in the float code a kernel runs at prepare
+    # (lookup-table builders): "none" rounds the product first (x86 without -mfma), "fma" fuses it
+    # (clang's -ffp-contract=on on aarch64).
+    "float_contract": _enum("none", "fma"),
     "refuse_dtypes": _mapping({d: _str for d in ("int8", "uint8", "int16", "uint16", "int32", "float32",
                                                   "float16")}),
 }

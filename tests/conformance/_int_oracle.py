@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,30 @@ from pathlib import Path
 import numpy as np
 
 BACKENDS = ("ref", "tflm", "opt", "xnnpack")
+# The aarch64 LiteRT builds under qemu (refinterp/dumps/arm64_env.py): "<resolver>-arm64[-2.14][@core]",
+# e.g. "opt-arm64" (LiteRT 2.3, Cortex-A76), "opt-arm64@a53", "xnnpack-arm64@i8mm", "opt-arm64-2.14"
+# (tflite-runtime 2.14, the old package).
+ARM64 = re.compile(r"^(ref|opt|xnnpack)-arm64(-2\.14)?(?:@(a53|a76|i8mm))?$")
+
+
+def arm64_skip_reason(backend: str) -> str | None:
+    """None when the aarch64 backend can run here, else why not (for pytest.skip)."""
+    from refinterp.dumps.arm64_env import status
+
+    m = ARM64.match(backend)
+    why = status("tflite-2.14" if m and m.group(2) else "litert-2.3")
+    return f"aarch64 runtimes not available ({why}; tools/setup_arm64_env.py builds them)" if why else None
+
+
+def _child_argv(backend: str) -> tuple[list[str], dict[str, str]]:
+    here = str(Path(__file__).resolve().parent)
+    m = ARM64.match(backend)
+    if m is None:
+        return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [here,
+                                                                             os.environ.get("PYTHONPATH")])))
+    from refinterp.dumps.arm64_env import command
+
+    return command(m.group(3) or "a76", "tflite-2.14" if m.group(2) else "litert-2.3", path=(here,))
 
 
 @dataclass
@@ -31,7 +56,7 @@ class Aborted:
 
 
 def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, timeout: float = 300.0):
-    if backend not in BACKENDS:
+    if backend not in BACKENDS and not ARM64.match(backend):
         raise ValueError(backend)
     results: list = [None] * len(cases)
     with tempfile.TemporaryDirectory(prefix="int_oracle_") as tmp:
@@ -41,10 +66,9 @@ def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, ti
             np.savez(d / f"in{i}.npz", **{f"a{j}": np.asarray(v) for j, v in enumerate(feeds.values())})
             (d / f"in{i}.json").write_text(json.dumps(list(feeds)))
         start = 0
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent),
-                                                                        os.environ.get("PYTHONPATH")])))
+        python, env = _child_argv(backend)
         while start < len(cases):
-            proc = subprocess.run([sys.executable, "-c", "import _int_oracle as m, sys; m._child(*sys.argv[1:])",
+            proc = subprocess.run(python + ["-c", "import _int_oracle as m, sys; m._child(*sys.argv[1:])",
                                    str(d), backend, str(start), str(len(cases))],
                                   capture_output=True, text=True, timeout=timeout, env=env)
             done = start
@@ -96,8 +120,9 @@ def _run_litert(resolver: str):
     """opt / xnnpack: LiteRT with preserve_all_tensors.  For xnnpack the result also holds
     ``DELEGATED_KEY``: flag i is 1 when node i ended up inside a DELEGATE node."""
     def run(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
-        from ai_edge_litert.interpreter import Interpreter
-        from litert_oracle import _resolver_type, run_litert
+        from litert_oracle import _interpreter_module, _resolver_type, run_litert
+
+        Interpreter = _interpreter_module().Interpreter
 
         res = run_litert(model, feeds, resolver, preserve_all=True)
         if resolver == "xnnpack":
@@ -131,6 +156,7 @@ def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
 
 def _child(folder: str, backend: str, start: str, stop: str) -> None:
     d = Path(folder)
+    backend = backend.split("-arm64")[0]  # in the emulated aarch64 child: the resolver
     run = {"ref": _run_ref, "tflm": _run_tflm}.get(backend) or _run_litert(backend)
     for i in range(int(start), int(stop)):
         names = json.loads((d / f"in{i}.json").read_text())
@@ -138,6 +164,7 @@ def _child(folder: str, backend: str, start: str, stop: str) -> None:
             feeds = {n: z[f"a{j}"] for j, n in enumerate(names)}
         try:
             res = run((d / f"m{i}.tflite").read_bytes(), feeds)
+            res = {k: v for k, v in res.items() if np.asarray(v).dtype != object}  # resource / variant handles
             np.savez(d / f"out{i}.npz", **{f"a{j}": v for j, v in enumerate(res.values())})
             (d / f"out{i}.json").write_text(json.dumps(list(res)))
         except Exception as e:  # an error status from the oracle: a finding for that case

@@ -46,8 +46,17 @@ class OracleAborted(RuntimeError):
         self.stderr = stderr
 
 
+def _interpreter_module():
+    """ai_edge_litert.interpreter; in the tflite-runtime 2.14 oracle environment, tflite_runtime's."""
+    try:
+        from ai_edge_litert import interpreter
+    except ImportError:
+        from tflite_runtime import interpreter
+    return interpreter
+
+
 def _resolver_type(resolver: str):
-    from ai_edge_litert.interpreter import OpResolverType
+    OpResolverType = _interpreter_module().OpResolverType
 
     table = {"ref": OpResolverType.BUILTIN_REF, "opt": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
              "xnnpack": OpResolverType.BUILTIN, "default": OpResolverType.AUTO}
@@ -58,9 +67,7 @@ def _resolver_type(resolver: str):
 
 def run_litert(model_bytes: bytes, feeds: Mapping[str, np.ndarray], resolver: str = "opt",
                preserve_all: bool = True) -> dict[str, np.ndarray]:
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=bytes(model_bytes), num_threads=1,
+    it = _interpreter_module().Interpreter(model_content=bytes(model_bytes), num_threads=1,
                      experimental_op_resolver_type=_resolver_type(resolver),
                      experimental_preserve_all_tensors=preserve_all)
     details = it.get_tensor_details()

@@ -42,6 +42,14 @@ def _limit_cases() -> list[Case]:
     # uint8 / int8 with every zero point sign and fused RELU_N1_TO_1 on MUL
     add("mul-uint8-relun1", binary("MUL", "uint8", (0.05, 200), (0.04, 10), (0.02, 128),
                                    *ref._all_pairs("uint8"), {"fused_activation": "RELU_N1_TO_1"}), "Mul")
+    # uint8 MUL, product/output ratios > 1: saturated outputs; the scalar-broadcast NEON loop narrows
+    # to int16 by wrapping (vmovn_s32), the elementwise one saturates (same shapes)
+    ua, ub = ref._all_pairs("uint8")
+    for ratio in (3.3, 32.0, 200.0):
+        so = float(np.float32(np.float32(0.05 * 0.02) / np.float32(ratio)))
+        add(f"mul-uint8-ratio{ratio:g}", binary("MUL", "uint8", (0.05, 128), (0.02, 120), (so, 131), ua, ub), "Mul")
+        add(f"mul-uint8-ratio{ratio:g}-same-shape",
+            binary("MUL", "uint8", (0.05, 128), (0.02, 120), (so, 131), *(np.broadcast_arrays(ua, ub))), "Mul")
     return cs
 
 

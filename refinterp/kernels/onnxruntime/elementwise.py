@@ -5,7 +5,7 @@ Numeric contracts (refinterp/quant/mlas.py has the formulas):
 * Add: ``impl`` ``fma_x86`` (default; AVX2 kernel with FMA, raw stored a/b, zero points folded in a
   float32 constant, RNE) or ``neon_fixed`` (ARM64 fixed point 2^-Shift, ties away; documented).
 * Mul: exact int32 product of zero-point-corrected values, float32 ratio f32(f32(sa*sb)/sc), zero
-  point added in float32 before RNE.
+  point added in float32 before RNE; ``impl`` ``neon_fma`` (ARM64): product and zero point in one FMA.
 * Sigmoid / LeakyRelu: 256-entry table indexed by the stored byte; the function evaluated in
   float32 on f32(xs * (code - zx)) and quantized with MlasQuantizeLinear (divide, RNE, zp after).
   Sigmoid is evaluated exactly (float64, rounded to float32); ORT's MlasComputeLogistic is a
@@ -28,6 +28,7 @@ from .common import ort_kernel
 from .elementwise_fast import fast_ort_add
 
 ADD_IMPLS = ("fma_x86", "neon_fixed")
+MUL_IMPLS = ("sse", "neon_fma")
 _FAST = fast_kernels()
 
 
@@ -64,9 +65,10 @@ def _binary_prepare(node, ctx) -> BinaryPlan:
     if node.attrs.get("int8_as_uint8") and ctx.outputs[0].dtype == "int8":  # see passes/qdq.py
         a, b, c = (a[0], a[1] + 128), (b[0], b[1] + 128), (c[0], c[1] + 128)
         lo, hi = 0, 255
-    impl = (ctx.settings or {}).get("impl", "fma_x86") if node.op == "Add" else "fma_x86"
-    if impl not in ADD_IMPLS:
-        raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(ADD_IMPLS)}")
+    allowed = ADD_IMPLS if node.op == "Add" else MUL_IMPLS
+    impl = (ctx.settings or {}).get("impl", allowed[0])
+    if impl not in allowed:
+        raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(allowed)}")
     return BinaryPlan(a, b, c, lo, hi, ctx.outputs[0].dtype, impl,
                       128 if lo == 0 and ctx.outputs[0].dtype == "int8" else 0)
 
@@ -89,9 +91,9 @@ def ort_add(p, a, b):
     return (y - p.shift).astype(p.dtype)
 
 
-@ort_kernel("Mul", "ort", _binary_prepare)
+@ort_kernel("Mul", "ort", _binary_prepare, MUL_IMPLS)
 def ort_mul(p, a, b):
-    return (mlas.qlmul(*_binary_args(p, a, b)) - p.shift).astype(p.dtype)
+    return (mlas.qlmul(*_binary_args(p, a, b), fused=p.impl == "neon_fma") - p.shift).astype(p.dtype)
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:

@@ -65,6 +65,11 @@ def rounding(ctx: Any) -> Rounding:
     return r
 
 
+def float_contract(ctx: Any) -> bool:
+    """True when the scheme says the backend's float prepare code fuses ``a * b + c`` (``float_contract: fma``)."""
+    return (ctx.settings or {}).get("float_contract", "none") == "fma"
+
+
 def impl(ctx: Any, allowed: tuple[str, ...], default: str) -> str:
     v = (ctx.settings or {}).get("impl", default)
     if v not in allowed:

@@ -8,7 +8,7 @@ The vector loop (NEON via NEON_2_SSE on x86; int8: 16 lanes, uint8: 8 lanes) com
 y = MBQM((a - z1)(b - z2)) as the reference, then narrows to int16 with saturation, adds the output
 zero point in *wrapping* int16 arithmetic, and narrows to 8 bits with saturation:
 
-    vector lanes: out = clamp(sat8(wrap16(sat16(y) + zo)), lo, hi)
+    vector lanes: out = clamp(sat8(wrap16(sat16(y) + zo)), lo, hi)   (uint8 scalar-broadcast runs: wrap16(y))
     scalar tail:  out = clamp(y + zo, lo, hi)                        (= reference)
 
 They differ only when |y| >= 2^15 - |zo| (saturated outputs), where the int16 add wraps.  Which
@@ -123,10 +123,12 @@ def mul(p, a, b):
     ff = _fivefold(a.shape, b.shape) if width else None
     if ff is None:
         return ref
-    run = ff[0]
+    run, elementwise = ff
     prod = wrap_int32((a.astype(_I64) - p.z1) * (b.astype(_I64) - p.z2))
     y = np.broadcast_to(mbqm(prod, p.m, p.shift, p.rounding), ref.shape)
-    t = np.clip(y, -32768, 32767) + p.zo
+    # int16 narrowing: vqmovn_s32 (saturating), except the uint8 MulSimpleBroadcast, whose
+    # vmovn_s32 wraps (outputs beyond +-2^15 come back with the wrong sign)
+    t = (((y + 32768) & 0xFFFF) - 32768 if p.dtype == "uint8" and not elementwise else np.clip(y, -32768, 32767)) + p.zo
     t = ((t + 32768) & 0xFFFF) - 32768  # vaddq_s16 wraps
     qlo, qhi = (-128, 127) if p.dtype == "int8" else (0, 255)
     lo, hi = p.clamp

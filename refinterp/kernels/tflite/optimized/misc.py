@@ -199,7 +199,7 @@ def _run_uint16_lut(p, x):
     return np.clip(np.where(lanes, up, ref) + p.zo, lo, hi).astype(p.dtype)
 
 
-@kernel("Softmax", VARIANT, prepare=_prepare_softmax, impls=SOFTMAX_IMPLS)
+@kernel("Softmax", VARIANT, prepare=_prepare_softmax, impls=SOFTMAX_IMPLS, settings=("float_contract",))
 def _softmax(p, x):
     if isinstance(p, Uint16LutSoftmaxPlan):
         return _run_uint16_lut(p, x)

@@ -18,11 +18,11 @@ import numpy as np
 from refinterp.errors import InputError, UnsupportedOpError
 from refinterp.quant import gemmlowp, lut
 from refinterp.quant.fixedpoint import quantize_multiplier, rdbp, round_half_away, srdhm16
-from ..common import (check_dtype, checked_log2, impl, lookup, mbqm, qparams, qrange, quantize_bound, rounding,
-                       where)
+from ..common import (check_dtype, checked_log2, float_contract, impl, lookup, mbqm, qparams, qrange,
+                      quantize_bound, rounding, where)
 from ...registry import declare_settings, kernel
 
-declare_settings(__name__, "requant")  # the scheme settings these kernels read
+declare_settings(__name__, "requant", "float_contract")  # the scheme settings these kernels read
 
 _F = np.float32
 
@@ -283,9 +283,10 @@ def _prepare_gelu(node, ctx):
     the erfc form or, with ``approximate``, the tanh form, in float32 with libm."""
     dtype, sx, zx, so, zo = _io(node, ctx)
     approx = node.attrs.get("approximate", "none") not in ("none", False, 0, None)
-    fn = lut.gelu_approx_f32 if approx else lut.gelu_f32
+    fused = float_contract(ctx)
+    fn = (lut.gelu_approx_f32_fma if fused else lut.gelu_approx_f32) if approx else lut.gelu_f32
     if dtype == "int16":
-        table = lut.lut_int16(sx, zx, so, zo, fn)
+        table = lut.lut_int16(sx, zx, so, zo, fn, contract=fused)
         return _plan(lut.lut_lookup_int16(_codes(dtype), table), dtype, approximate=approx)
     return _plan(lut.lut_int8(sx, zx, so, zo, fn, dtype), dtype, approximate=approx)
 
@@ -313,7 +314,7 @@ def _prepare_rsqrt(node, ctx):
 
         def fn(x):
             return edge if x <= 0 else _F(_F(1.0) / lut.sqrtf(x))
-        table = lut.lut_int16(sx, zx, so, zo, fn)
+        table = lut.lut_int16(sx, zx, so, zo, fn, contract=float_contract(ctx))
         y = lut.lut_lookup_int16(codes, table)
         return _plan(y, dtype, valid_from=zx)
     M, s = quantize_multiplier(1.0 / float(_F(lut.sqrtf(sx) * so)))

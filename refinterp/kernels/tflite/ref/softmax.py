@@ -20,11 +20,11 @@ from refinterp.quant import gemmlowp, lut
 from refinterp.quant.fixedpoint import (quantize_multiplier, quantize_multiplier_greater_than_one,
                                 rdbp, srdhm)
 from refinterp.settings import fast_kernels
-from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
+from ..common import check_dtype, float_contract, mbqm, qparams, qrange, rounding, where
 from .softmax_fast import fast_softmax
 from ...registry import declare_settings, kernel
 
-declare_settings(__name__, "requant")  # the scheme settings these kernels read
+declare_settings(__name__, "requant", "float_contract")  # the scheme settings these kernels read
 
 _I64 = np.int64
 _FAST = fast_kernels()
@@ -60,8 +60,10 @@ def prepare_node(node, ctx) -> SoftmaxPlan:
         if odt != "int16" or zx or zo:
             raise UnsupportedOpError(f"{where(node)}: int16 softmax needs int16 output and zero points 0")
         rng = 65535
-        exp_lut = lut.lut_int16(10.0 / rng, 32767, 2.0 / rng, 0, lut.exp_double, double=True)
-        inv_lut = lut.lut_int16(1.0 / rng, -32768, 2.0 / rng, 0, lambda v: 1.0 / (1.0 + v), double=True)
+        fused = float_contract(ctx)
+        exp_lut = lut.lut_int16(10.0 / rng, 32767, 2.0 / rng, 0, lut.exp_double, double=True, contract=fused)
+        inv_lut = lut.lut_int16(1.0 / rng, -32768, 2.0 / rng, 0, lambda v: 1.0 / (1.0 + v), double=True,
+                                contract=fused)
         M, s = quantize_multiplier(float(np.float32(sx * beta)) / (10.0 / 65535.0))
         return SoftmaxPlan(True, M, r.value, odt, shift=s, exp_lut=exp_lut, inv_lut=inv_lut)
     real = min(float(beta) * float(sx) * float(1 << 26), float((1 << 31) - 1))

@@ -12,7 +12,9 @@ RSQRT, SOFTMAX, MAXIMUM/MINIMUM, SQUARED_DIFFERENCE, L2_NORMALIZATION, RESIZE_NE
 Numeric contracts when XNNPACK runs the node (8-bit tensors only):
 
 * ADD/SUB: out = clamp(((bias + a*ma + b*mb) >> shift) + zo), 20-bit multipliers (SUB: mb < 0);
-* MUL: out = clamp(rint_even(float32((a-z1)*(b-z2)) * float32(float32(s1*s2)/so)) + zo);
+* MUL: out = clamp(rint_even(float32((a-z1)*(b-z2)) * float32(float32(s1*s2)/so)) + zo); with
+  ``delegate: {impl: rndnu}`` (the ARM NEON kernels) the integer form of ``quant/xnn.py``
+  ``mul_rndnu`` instead;
 * LEAKY_RELU / requantize: out = clamp((zo*256 + 0x80 + v*m) >> 8), m = lrintf(256*scale);
 * LOGISTIC / TANH: a 256-entry table of the float reference, RNE output rounding;
 * QUANTIZE float -> 8-bit: out = clamp(rint_even(min(f * float32(1/s), qmax - zp)) + zp);
@@ -36,7 +38,7 @@ from ..ref import activation as ref_activation
 from ..ref.activation import TablePlan
 from ..ref import elementwise as ref_elementwise
 from ..ref import misc as ref_misc
-from ..common import qparams, qrange
+from ..common import impl, qparams, qrange
 from ..ref.elementwise_fast import fast_xnn_add
 from ...prepared import plan_fields
 from ...registry import declare_settings, kernel
@@ -83,6 +85,7 @@ class XnnMulPlan:
     clamp: tuple[int, int]
     dtype: str
     op: str = "mul"
+    rndnu: tuple[int, int, int] | None = None  # ARM: (multiplier, left pre-shift, post-shift)
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,9 @@ class XnnDequantizePlan:
 
 
 def register(op: str, refusal: Callable, prepare_xnn: Callable, run_xnn: Callable,
-             prepare_builtin: Callable, run_builtin: Callable) -> None:
-    """Register ``op`` under ``xnn``: ``refusal(node, ctx) -> reason | None`` decides who runs it."""
+             prepare_builtin: Callable, run_builtin: Callable, impls: tuple[str, ...] = ()) -> None:
+    """Register ``op`` under ``xnn``: ``refusal(node, ctx) -> reason | None`` decides who runs it;
+    ``impls``: the ``delegate: {impl: ...}`` values the XNNPACK side reads."""
     def prepare(node, ctx):
         why = refusal(node, ctx)
         if why is None:
@@ -117,7 +121,7 @@ def register(op: str, refusal: Callable, prepare_xnn: Callable, run_xnn: Callabl
     def run(choice, *xs):
         return (run_xnn if choice.delegated else run_builtin)(choice.plan, *xs)
 
-    kernel(op, VARIANT, prepare=prepare)(run)
+    kernel(op, VARIANT, prepare=prepare, **({"impls": impls} if impls else {}))(run)
 
 
 def _quant_of(t):
@@ -169,13 +173,21 @@ def _run_add(p, a, b):
     return np.clip((acc >> p.shift) + p.zo, lo, hi).astype(p.dtype)
 
 
+MUL_IMPLS = ("fp32", "rndnu")  # x86 / scalar: float32 requantization; ARM NEON: rndnu
+
+
 def _prepare_mul(node, ctx):
     s1, z1, s2, z2, so, zo, dt, lo, hi = _binary_params(node, ctx)
-    return XnnMulPlan(xnn.mul_scale(s1, s2, so), z1, z2, zo, (lo, hi), dt)
+    scale = xnn.mul_scale(s1, s2, so)
+    rndnu = xnn.mul_rndnu_params(scale) if impl(ctx, MUL_IMPLS, "fp32") == "rndnu" else None
+    return XnnMulPlan(scale, z1, z2, zo, (lo, hi), dt, rndnu=rndnu)
 
 
 def _run_mul(p, a, b):
     prod = (a.astype(_I64) - p.z1) * (b.astype(_I64) - p.z2)  # |prod| <= 2^16: exact in float32
+    if p.rndnu is not None:
+        lo, hi = p.clamp
+        return np.clip(xnn.mul_rndnu(prod, *p.rndnu, p.zo, p.dtype), lo, hi).astype(p.dtype)
     v = np.rint((prod.astype(_F) * p.scale).astype(_F)).astype(_I64)
     lo, hi = p.clamp
     return np.clip(v + p.zo, lo, hi).astype(p.dtype)
@@ -185,7 +197,8 @@ register("Add", _binary_refusal("add"), _prepare_add_sub(1), _run_add,
          opt_elementwise.prepare_add, opt_elementwise.add)
 register("Sub", _binary_refusal("add"), _prepare_add_sub(-1), _run_add,
          ref_elementwise.prepare_add_sub(True), ref_elementwise.run_add_sub)
-register("Mul", _binary_refusal("mul"), _prepare_mul, _run_mul, opt_elementwise.prepare_mul, opt_elementwise.mul)
+register("Mul", _binary_refusal("mul"), _prepare_mul, _run_mul, opt_elementwise.prepare_mul, opt_elementwise.mul,
+         impls=MUL_IMPLS)
 
 
 # --- LEAKY_RELU / LOGISTIC / TANH (tables over every 8-bit code) -----------------------------

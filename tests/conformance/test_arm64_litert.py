@@ -1,0 +1,144 @@
+"""tflite-optimized-arm64 and tflite-xnnpack-arm64 against LiteRT 2.3.0's own aarch64 build, run
+under qemu user-mode emulation (refinterp/dumps/arm64_env.py; tools/setup_arm64_env.py builds the
+environment, `make test` runs it when the machine allows): 0 differing elements on every tensor.
+
+Oracles: ``opt-arm64`` (BUILTIN_WITHOUT_DEFAULT_DELEGATES) and ``xnnpack-arm64`` (BUILTIN, XNNPACK
+delegate, experimental_preserve_all_tensors), each on three emulated cores that select different
+GEMM kernels: Cortex-A76 (dot-product; every family), Cortex-A53 (no dot-product) and an i8mm core
+(SMMLA; qemu ``max`` with SME off), the last two on the GEMM families and the models.  Families: every
+single-op sweep of the x86 tflite-optimized / tflite-xnnpack tests, ARM-specific sweeps
+(``_arm64_cases.arm_extra_cases``), and 17 integer models.  For XNNPACK the delegation decision is
+also compared node by node.  The x86 schemes differ from these oracles on named families, so the
+tests can fail.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert")
+
+import refinterp  # noqa: E402
+from tests.conformance._arm64_cases import families, model_feeds  # noqa: E402
+from tests.conformance._int_oracle import DELEGATED_KEY, Aborted, arm64_skip_reason, compare, run_batch  # noqa: E402
+
+_WHY = arm64_skip_reason("opt-arm64")
+pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
+
+SCHEME = {"opt": "tflite-optimized-arm64", "xnnpack": "tflite-xnnpack-arm64"}
+GEMM = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_BLOCKS", "DEPTHWISE_BLOCKS", "TRANSPOSE_CONV_BLOCKS",
+        "CONV_16x8", "FULLY_CONNECTED", "FULLY_CONNECTED_16x8", "BATCH_MATMUL", "BATCH_MATMUL_16",
+        "BATCH_MATMUL_16x8", "MODELS")
+FAMILY_NAMES = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "MEAN_HW_FAST_PATH", "SUM", "SUM_INT16", "REDUCE_MAX",
+                "ELEMENTWISE", "ACTIVATION", "MISC", "ARM_EXTRA") + GEMM
+PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in ("", "@a53", "@i8mm")
+          for f in FAMILY_NAMES if not core or f in GEMM]
+
+
+class _State:
+    """Cases built once; one oracle child per backend for every family; refinterp per (scheme, case)."""
+
+    def __init__(self) -> None:
+        self._fam: dict | None = None
+        self._oracle: dict[str, dict] = {}
+        self._ours: dict[tuple[str, str, str], tuple] = {}
+
+    def families(self) -> dict[str, list]:
+        if self._fam is None:
+            fam = families()
+            fam["MODELS"] = [(i, m, model_feeds(i, m)) for i, m, _ in fam["MODELS"]]
+            self._fam = fam
+        return self._fam
+
+    def oracle(self, backend: str, family: str) -> list:
+        if backend not in self._oracle:
+            core = backend.partition("@")[2]
+            todo = [f for f in FAMILY_NAMES if not core or f in GEMM]
+            flat = [(m, f) for fam in todo for _, m, f in self.families()[fam]]
+            res = iter(run_batch(flat, backend, timeout=900.0))
+            self._oracle[backend] = {fam: [next(res) for _ in self.families()[fam]] for fam in todo}
+        return self._oracle[backend][family]
+
+    def ours(self, scheme: str, family: str, cid: str, model: bytes, feeds) -> tuple[dict, list]:
+        key = (scheme, family, cid)
+        if key not in self._ours:
+            with tempfile.TemporaryDirectory(prefix="arm64_conf_") as tmp:
+                p = Path(tmp) / "m.tflite"
+                p.write_bytes(model)
+                sess = refinterp.Session(refinterp.load(p), scheme)
+                flags = [getattr(st.plan, "executed_by", "") for st in sess.steps]
+                self._ours[key] = (sess.run(feeds, capture="all"), flags)
+        return self._ours[key]
+
+
+STATE = _State()
+
+
+def _outcome(family: str, backend: str, scheme: str) -> tuple[int, int, int, list[str], list[str]]:
+    """(cases, tensors, differing elements, notes, aborts), delegation mismatches counted as differences."""
+    tensors = diff = 0
+    notes, aborts = [], []
+    cases = STATE.families()[family]
+    for (cid, model, feeds), res in zip(cases, STATE.oracle(backend, family)):
+        if isinstance(res, Aborted):
+            aborts.append(f"{cid}: {res.message}")
+            continue
+        ours, executed_by = STATE.ours(scheme, family, cid, model, feeds)
+        t, d, n = compare(res, ours)
+        tensors += t
+        diff += d
+        if d:
+            notes.append(f"{cid}: " + "; ".join(n))
+        if DELEGATED_KEY in res:
+            for j, (flag, eb) in enumerate(zip(np.asarray(res[DELEGATED_KEY]), executed_by)):
+                if eb and bool(flag) != (eb == "xnnpack"):
+                    diff += 1
+                    notes.append(f"{cid}: node {j} XNNPACK delegated={bool(flag)}, refinterp {eb!r}")
+    return len(cases), tensors, diff, notes, aborts
+
+
+@pytest.mark.parametrize("family,backend", PARAMS, ids=[f"{f}[{b}]" for f, b in PARAMS])
+def test_bit_exact(family, backend):
+    scheme = SCHEME[backend.split("-arm64")[0]]
+    n, tensors, diff, notes, aborts = _outcome(family, backend, scheme)
+    print(f"\n{family} [{scheme}] vs {backend}: {n} cases, {tensors} tensors, {diff} differing, {len(aborts)} aborts")
+    assert not aborts, "oracle aborted (finding): " + " || ".join(aborts[:3])
+    assert diff == 0, " || ".join(notes[:5])
+    assert tensors >= 2 * n
+
+
+@pytest.mark.parametrize("family,backend,scheme", [
+    ("CONV_2D", "opt-arm64", "tflite-optimized"),           # ruy ARM: single rounding, x86: upward
+    ("FULLY_CONNECTED", "opt-arm64", "tflite-optimized"),
+    ("FULLY_CONNECTED_16x8", "xnnpack-arm64", "tflite-xnnpack"),  # built-in 16x8 FC on ARM (ruy)
+    ("ARM_EXTRA", "xnnpack-arm64", "tflite-xnnpack"),        # NEON fixed-point MUL, FMA-built int16 tables
+    ("MISC", "xnnpack-arm64", "tflite-xnnpack"),             # built-in SOFTMAX / QUANTIZE ARM paths
+    ("ARM_EXTRA", "opt-arm64", "tflite-optimized"),
+])
+def test_x86_schemes_differ(family, backend, scheme):
+    """The ARM oracles discriminate: the x86 scheme of the same runtime differs on these families."""
+    _, tensors, diff, _, _ = _outcome(family, backend, scheme)
+    print(f"\n{family} [{scheme}] vs {backend}: {tensors} tensors, {diff} differing")
+    assert diff > 0
+
+
+def test_fma_tables_matter(tmp_path):
+    """Without ``float_contract: fma`` the int16 GELU / RSQRT tables differ from the aarch64 build."""
+    f = tmp_path / "no-fma.yaml"
+    f.write_text("name: no-fma\nextends: tflite-optimized-arm64\nops:\n  Gelu: {float_contract: none}\n"
+                 "  Rsqrt: {float_contract: none}\n")
+    _, _, diff, notes, _ = _outcome("ARM_EXTRA", "opt-arm64", str(f))
+    print(f"\nARM_EXTRA [float_contract none] vs opt-arm64: {diff} differing")
+    assert diff > 0 and all(n.startswith(("gelu", "rsqrt")) for n in notes), notes[:3]
+
+
+def test_mul_rndnu_matters(tmp_path):
+    """XNNPACK's MUL on ARM is the fixed-point NEON kernel: its fp32 (x86) form differs."""
+    f = tmp_path / "fp32-mul.yaml"
+    f.write_text("name: fp32-mul\nextends: tflite-xnnpack-arm64\nops:\n  Mul: {delegate: {impl: fp32}}\n")
+    _, _, diff, notes, _ = _outcome("ARM_EXTRA", "xnnpack-arm64", str(f))
+    print(f"\nARM_EXTRA [Mul fp32] vs xnnpack-arm64: {diff} differing")
+    assert diff > 0 and all(n.startswith("mul") for n in notes), notes[:3]
