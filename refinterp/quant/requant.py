@@ -78,7 +78,9 @@ def mbqm_double(acc, M, shift) -> np.ndarray:
 
 
 def mbqm_upward(acc, M, shift) -> np.ndarray:
-    """SRDHM then a half-up rounding right shift (ruy x86, NEON ``vrshl``)."""
+    """SRDHM then a half-up rounding right shift (ruy x86, NEON ``vrshl``).  Also NEON's
+    ``vqrdmulh`` + ``vrshl`` (LiteRT's custom GEMV on ARM): vqrdmulh's (x*M + 2^30) >> 31 equals
+    SRDHM for every operand pair but the saturating INT32_MIN * INT32_MIN."""
     acc, M, shift = _i64(acc), _i64(M), _i64(shift)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)

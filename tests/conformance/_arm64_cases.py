@@ -68,6 +68,19 @@ def arm_extra_cases() -> list:
     return out
 
 
+def gemv_cases() -> list:
+    """8-bit FULLY_CONNECTED over one input row (LiteRT's custom GEMV path on ARM: >= 8 input
+    features, >= 4 outputs), exact power-of-two ties and typical scales, per-tensor and per-channel."""
+    from tests.conformance import test_tflite_int_conv as base
+
+    rng = np.random.default_rng(23)
+    cs = [base._fc_case(rng, 300 + j, tie=True, n_in=n_in, n_out=n_out, batch=1)
+          for j, (n_in, n_out) in enumerate(((16, 8), (8, 4), (33, 12), (64, 5)))]
+    cs += [base._fc_case(rng, 310 + j, n_in=n_in, n_out=n_out, batch=1, per_channel=j % 2 == 1,
+                         act=base.ACTS[j % 4]) for j, (n_in, n_out) in enumerate(((16, 8), (40, 17), (9, 4), (7, 9)))]
+    return [(c.id, c.model, c.feeds) for c in cs]
+
+
 def families() -> dict[str, list]:
     from tests.conformance import (test_tflite_opt_xnn_activation as act, test_tflite_opt_xnn_conv as conv,
                                    test_tflite_opt_xnn_elementwise as elem, test_tflite_opt_xnn_misc as misc,
@@ -78,6 +91,7 @@ def families() -> dict[str, list]:
     fam["ACTIVATION"] = _from_suite(act.SUITE)
     fam["MISC"] = _from_suite(misc.SUITE)
     fam["ARM_EXTRA"] = arm_extra_cases()
+    fam["FC_GEMV"] = gemv_cases()
     fam["MODELS"] = [(p.name, p.read_bytes(), None) for p in INT_MODELS]
     return fam
 

@@ -125,6 +125,9 @@ def _run_litert(resolver: str):
         Interpreter = _interpreter_module().Interpreter
 
         res = run_litert(model, feeds, resolver, preserve_all=True)
+        if _interpreter_module().__name__.startswith("tflite_runtime"):
+            for name in _overwritten(model, feeds, resolver):
+                res.pop(name, None)
         if resolver == "xnnpack":
             it = Interpreter(model_content=bytes(model), num_threads=1,
                              experimental_op_resolver_type=_resolver_type(resolver),
@@ -136,6 +139,39 @@ def _run_litert(resolver: str):
             res[DELEGATED_KEY] = np.array([tuple(o["outputs"]) in delegated for o in plain], np.uint8)
         return res
     return run
+
+
+def _overwritten(model: bytes, feeds: dict, resolver: str) -> list[str]:
+    """tflite-runtime 2.14 runs some ops in place (residual ADD, MUL) even with
+    experimental_preserve_all_tensors: tensors that share a buffer hold the values of the LAST op
+    that wrote it.  Names of the tensors whose buffer a later op overwrote (to leave uncompared)."""
+    from litert_oracle import _interpreter_module, _keys, _resolver_type
+
+    it = _interpreter_module().Interpreter(model_content=bytes(model), num_threads=1,
+                                           experimental_op_resolver_type=_resolver_type(resolver),
+                                           experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    details = it.get_tensor_details()
+    keys = _keys(details)
+    numeric = {d["index"] for d in details if np.dtype(d["dtype"]).kind in "iuf"}  # not resource / variant
+    writer = {i: -1 for i in keys}
+    for k, op in enumerate(it._get_ops_details()):
+        for o in op["outputs"]:
+            writer[int(o)] = k
+    groups: dict[int, list[int]] = {}
+    for i in sorted(numeric):
+        try:
+            ptr = it.tensor(i)().__array_interface__["data"][0]
+        except ValueError:
+            continue
+        if ptr:
+            groups.setdefault(ptr, []).append(i)
+    out = []
+    for members in groups.values():
+        if len(members) > 1:
+            last = max(members, key=lambda i: writer[i])
+            out += [keys[i] for i in members if i != last]
+    return out
 
 
 def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:

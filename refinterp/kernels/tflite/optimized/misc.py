@@ -223,11 +223,17 @@ def _softmax(p, x):
 
 # --- RESIZE_NEAREST_NEIGHBOR ------------------------------------------------------------------
 
+RESIZE_IMPLS = ("fixed_8bit", "fixed_uint8")  # LiteRT 2.3 | tflite-runtime 2.14 (int8 nearest: reference)
+
+
 def prepare_resize(node, ctx):
     """8-bit nearest without align_corners / half_pixel_centers: 16.16 fixed point,
-    sc = (in << 16) // out + 1 ; idx = min((o * sc) >> 16, in - 1).  Otherwise the reference."""
+    sc = (in << 16) // out + 1 ; idx = min((o * sc) >> 16, in - 1).  Otherwise the reference.
+    ``impl: fixed_uint8`` (tflite-runtime 2.14): only uint8 takes the fixed-point path."""
     p = ref_misc.prepare_resize(node, ctx)
     eight = np.dtype(p.dtype).itemsize == 1
+    if impl(ctx, RESIZE_IMPLS, "fixed_8bit") == "fixed_uint8":
+        eight = p.dtype == "uint8"
     if p.mode == "nearest" and eight and not p.align and not p.half:
         p = replace(p, fixed_16_16=True)
     if p.mode != "nearest" and p.dtype == "uint8":
@@ -240,7 +246,7 @@ def _fixed_index(n_out: int, n_in: int) -> np.ndarray:
     return np.minimum((np.arange(n_out, dtype=_I64) * sc) >> 16, n_in - 1)
 
 
-@kernel("Resize", VARIANT, prepare=prepare_resize)
+@kernel("Resize", VARIANT, prepare=prepare_resize, impls=RESIZE_IMPLS)
 def resize(p, x, roi=None, scales=None, sizes=None):
     if not p.fixed_16_16:
         return ref_misc.resize(p, x)

@@ -66,6 +66,12 @@ def _need_quant(ctx, i, what):
 FC_IMPLS = ("reference_16x8", "ruy_16x8")
 
 
+def _one_row(x, wshape) -> bool:
+    """The FC input (its static shape) is one row of ``wshape[1]`` features."""
+    shape = x.shape
+    return shape is not None and None not in shape and int(np.prod(shape)) == int(wshape[1])
+
+
 def prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
     """``eff_fn(sx, sw[O], so)`` overrides the multiplier formula (delegate variants).
 
@@ -91,6 +97,10 @@ def prepare_fc(node, ctx, eff_fn=None) -> QFCPlan:
     rounding = rounding_of(ctx.settings)
     if acc64 and not rounding.is_float:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
+    gemv = (ctx.settings.get("requant") or {}).get("gemv_rounding")
+    if gemv and not rounding.is_float and x.dtype in ("int8", "uint8") and _one_row(x, wshape) \
+            and wshape[1] >= 8 and n_out >= 4:
+        rounding = Rounding.parse(gemv)  # cpu_backend_gemm: dst cols == 1 -> CustomGemv
     per_channel = np.asarray(w.quant.scale).size > 1
     sw = per_channel_scales(w.quant, n_out, node.name)
     if eff_fn is not None:
