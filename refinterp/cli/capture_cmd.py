@@ -6,6 +6,8 @@ from __future__ import annotations
 
 def register(sub) -> None:
     from ..dumps.capture import RUNTIMES
+    from ..dumps.arm64_env import CORES
+    from ..dumps.capture_arm64 import ARCHES
     from ..dumps.capture_qnn import HTP_ARCHS
 
     p = sub.add_parser("capture", help="run a real runtime (LiteRT, TFLM, ONNX Runtime, Qualcomm's HTP "
@@ -21,6 +23,11 @@ def register(sub) -> None:
                    help="ONNX Runtime graph optimisation level (default all)")
     p.add_argument("--htp-arch", default="73", choices=HTP_ARCHS,
                    help="qnn-htp: the Hexagon architecture the emulator models (default 73)")
+    p.add_argument("--arch", default="x86_64", choices=ARCHES,
+                   help="run the runtime's aarch64 build under qemu user-mode emulation (arm64: LiteRT 2.3 / "
+                        "ONNX Runtime 1.32; arm64-tflite2.14: tflite-runtime 2.14); build it once with: python -m refinterp.dumps.arm64_env")
+    p.add_argument("--arm-core", default="a76", choices=tuple(CORES),
+                   help="the emulated ARM core (a53: no dot-product, a76: dot-product, i8mm); default a76")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=run)
 
@@ -37,13 +44,14 @@ def run(args) -> int:
     check_dump_dir(args.out, args.overwrite)
     graph = load(args.model)
     samples = feed_samples(graph, resolve_inputs(args, graph))
-    results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch)
+    results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch, args.arch, args.arm_core)
     names = [n for n in results[0] if all(n in r for r in results)]
     if len(results) == 1:
         tensors, k = results[0], None
     else:
         tensors, k = {n: np.stack([r[n] for r in results]) for n in names}, len(results)
-    source = f"runtime:{args.runtime}" + (f" htp_arch={args.htp_arch}" if args.runtime == "qnn-htp" else "")
+    source = f"runtime:{args.runtime}" + (f" htp_arch={args.htp_arch}" if args.runtime == "qnn-htp" else "") + \
+        (f" arch={args.arch} core={args.arm_core} (qemu user-mode emulation)" if args.arch != "x86_64" else "")
     write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, source,
                    overwrite=args.overwrite, samples=k)
     print(f"captured {len(names)} tensors x {len(results)} sample(s) from {args.runtime} -> {args.out}")

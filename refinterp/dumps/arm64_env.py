@@ -84,9 +84,9 @@ def status(site: str = "litert-2.3") -> str | None:
         return "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
     root = env_root()
     if not (root / "base" / "usr" / "bin" / "python3.11").exists():
-        return f"no arm64 root in {root / 'base'} (run tools/setup_arm64_env.py)"
+        return f"no arm64 root in {root / 'base'} (build it: python -m refinterp.dumps.arm64_env)"
     if not (root / f"site-{site}" / ".complete").exists():
-        return f"the aarch64 wheels '{site}' are not installed in {root} (run tools/setup_arm64_env.py)"
+        return f"the aarch64 wheels '{site}' are not installed in {root} (build it: python -m refinterp.dumps.arm64_env)"
     return None
 
 
@@ -162,3 +162,27 @@ def build(install_system: bool = False, sites: tuple[str, ...] = tuple(SITES)) -
     for core in CORES:
         _core_root(root, core)
     return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m refinterp.dumps.arm64_env [--install-system] [--if-possible]``: build the environment."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m refinterp.dumps.arm64_env",
+                                 description="Build the aarch64 emulation environment (qemu user mode, an arm64 "
+                                             "Debian root, the aarch64 wheels) used by capture --arch arm64.")
+    ap.add_argument("--install-system", action="store_true",
+                    help="apt-get qemu-user-static and mmdebstrap when missing (needs root)")
+    ap.add_argument("--if-possible", action="store_true", help="print why it cannot be built and exit 0")
+    args = ap.parse_args(argv)
+    try:
+        root = build(install_system=args.install_system)
+    except Arm64EnvMissing as e:
+        print(f"arm64 emulation environment not built: {e}", file=sys.stderr)
+        return 0 if args.if_possible else 1
+    print(f"arm64 emulation environment ready: {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

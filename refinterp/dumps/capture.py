@@ -9,6 +9,8 @@ Runtimes (imported lazily; a missing one is a clear one-line error):
                   --ort-opt-level all (the default): every output of ORT's optimized graph, named back
                   to the model's tensors (see ``_capture_ort_optimized``), so DQ -> op -> Q units stay
                   fused as in deployment and only the tensors that exist on the device are dumped
+  --arch arm64    the aarch64 builds of LiteRT (litert-*) and ONNX Runtime under qemu
+                  (``capture_arm64.py``; arm64-tflite2.14: the old tflite-runtime package)
   qnn-htp         Qualcomm's HTP host emulation (onnxruntime-qnn), QDQ ONNX models, every quantized
                   activation (``capture_qnn.py``; ``htp_arch`` 68 / 73 / ...)
 
@@ -104,32 +106,55 @@ def _is_qdq(graph: Graph) -> bool:
 
 
 def _options(ort, level: str):
+    """``level``: one of _LEVELS (short) or its GraphOptimizationLevel name."""
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS.get(level, level))
     return so
 
 
-def capture_onnxruntime(graph: Graph, feed: dict[str, np.ndarray], opt_level: str = "all") -> dict[str, Any]:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise RuntimeMissing("ONNX Runtime is not installed (pip install onnxruntime)") from None
+class LocalOrt:
+    """Runs ONNX Runtime's CPU EP in this process (``run``: every output by name, and the graph ORT
+    optimized when asked).  ``capture_arm64.EmulatedOrt`` is the same for the aarch64 wheel."""
+
+    def __init__(self) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise RuntimeMissing("ONNX Runtime is not installed (pip install onnxruntime)") from None
+        self.ort = ort
+
+    def run(self, model: bytes | str, level: str, feed: dict[str, np.ndarray],
+            save_optimized: bool = False) -> tuple[dict[str, np.ndarray], bytes | None]:
+        import tempfile
+        from pathlib import Path
+
+        so = _options(self.ort, level)
+        with tempfile.TemporaryDirectory(prefix="refinterp-ort-") as d:
+            if save_optimized:
+                so.optimized_model_filepath = str(Path(d) / "optimized.onnx")
+            sess = self.ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            opt = Path(so.optimized_model_filepath).read_bytes() if save_optimized else None
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, (np.asarray(v) for v in sess.run(names, feed)))), opt
+
+
+def capture_onnxruntime(graph: Graph, feed: dict[str, np.ndarray], opt_level: str = "all",
+                        runner=None) -> dict[str, Any]:
+    runner = runner or LocalOrt()
     feed = {k: np.asarray(v) for k, v in feed.items()}
     if opt_level == "all" and _is_qdq(graph):
-        return _capture_ort_optimized(ort, graph, feed)
+        return _capture_ort_optimized(runner, graph, feed)
     from ..loaders.onnx_dump_io import model_with_all_outputs
 
     data, _ = model_with_all_outputs(graph.path)
-    sess = ort.InferenceSession(data, _options(ort, opt_level), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    vals = sess.run(names, feed)
+    got, _ = runner.run(data, _LEVELS[opt_level], feed)
     out = {n: feed[n] for n in graph.inputs}
-    out.update({n: np.asarray(v) for n, v in zip(names, vals)})
+    out.update(got)
     return {n: out[n] for n in _order(graph) if n in out}
 
 
-def _capture_ort_optimized(ort, graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, Any]:
+def _capture_ort_optimized(runner, graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, Any]:
     """QDQ model at level all.  Making every tensor of the *original* model a graph output keeps ORT
     from fusing DQ -> op -> Q units (a fused unit's intermediates must stay observable), so such a
     capture is not what the deployed model computes.  Instead: ORT saves the graph it optimized
@@ -142,21 +167,11 @@ def _capture_ort_optimized(ort, graph: Graph, feed: dict[str, np.ndarray]) -> di
     of ORT's NHWC layout transformer are transposed back; a tensor that cannot be reconciled with the
     original's dtype and shape is left out.  Intermediate tensors ORT fused away (the DQ outputs, the
     float op outputs of a unit) do not exist on the device and are not in the dump."""
-    import tempfile
-    from pathlib import Path
-
     from ..loaders.onnx_dump_io import optimized_with_outputs
 
-    plain_so = _options(ort, "all")
-    with tempfile.TemporaryDirectory(prefix="refinterp-ort-") as d:
-        plain_so.optimized_model_filepath = str(Path(d) / "optimized.onnx")
-        plain = ort.InferenceSession(graph.path, plain_so, providers=["CPUExecutionProvider"])
-        opt_bytes = Path(plain_so.optimized_model_filepath).read_bytes()
+    want, opt_bytes = runner.run(graph.path, _LEVELS["all"], feed, save_optimized=True)
     data, mapping = optimized_with_outputs(opt_bytes, graph.path)
-    sess = ort.InferenceSession(data, _options(ort, "disable"), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    got = dict(zip(names, sess.run(names, feed)))
-    want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, feed)))
+    got, _ = runner.run(data, _LEVELS["disable"], feed)
     for k, v in want.items():
         if k not in got or not np.array_equal(np.asarray(got[k]), np.asarray(v), equal_nan=True):
             raise RefinterpError(f"onnxruntime: the optimized graph with every tensor exposed computes output "
@@ -191,11 +206,23 @@ def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:
 
 
 def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
-            ort_opt_level: str = "all", htp_arch: str = "73") -> list[dict[str, np.ndarray]]:
+            ort_opt_level: str = "all", htp_arch: str = "73", arch: str = "x86_64",
+            arm_core: str = "a76") -> list[dict[str, np.ndarray]]:
+    """``arch`` (``capture_arm64.ARCHES``): x86_64 runs the runtime installed here; arm64 /
+    arm64-tflite2.14 run the aarch64 wheels under qemu on the emulated ``arm_core``."""
+    from .capture_arm64 import ARCHES, EmulatedOrt, capture_litert_arm64
     from .capture_qnn import capture_qnn_htp
 
     if runtime not in RUNTIMES:
         raise InputError(f"unknown runtime '{runtime}' (known: {', '.join(RUNTIMES)})")
+    if arch not in ARCHES:
+        raise InputError(f"unknown arch '{arch}' (known: {', '.join(ARCHES)})")
+    arm = arch != "x86_64"
+    if arm and runtime not in ("litert-ref", "litert-opt", "litert-xnnpack", "onnxruntime"):
+        raise InputError(f"runtime '{runtime}' has no aarch64 build to emulate (--arch {arch}: litert-ref, "
+                         f"litert-opt, litert-xnnpack, onnxruntime)")
+    if arch == "arm64-tflite2.14" and runtime == "onnxruntime":
+        raise InputError("--arch arm64-tflite2.14 is the old tflite-runtime package: LiteRT runtimes only")
     fmt_ok = graph.format == ("onnx" if runtime in ("onnxruntime", "qnn-htp") else "tflite")
     if not fmt_ok:
         raise InputError(f"runtime '{runtime}' cannot run a {graph.format} model", graph.path)
@@ -206,9 +233,11 @@ def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
             if runtime == "qnn-htp":
                 out.append(capture_qnn_htp(graph, feed, htp_arch, sessions))
             elif runtime == "onnxruntime":
-                out.append(capture_onnxruntime(graph, feed, ort_opt_level))
+                out.append(capture_onnxruntime(graph, feed, ort_opt_level, EmulatedOrt(arm_core) if arm else None))
             elif runtime == "tflm":
                 out.append(capture_tflm(graph, feed))
+            elif arm:
+                out.append(capture_litert_arm64(graph, feed, runtime, arch, arm_core))
             else:
                 out.append(capture_litert(graph, feed, runtime))
         except RefinterpError:

@@ -36,7 +36,7 @@ def arm64_skip_reason(backend: str) -> str | None:
 
     m = ARM64.match(backend)
     why = status("tflite-2.14" if m and m.group(2) else "litert-2.3")
-    return f"aarch64 runtimes not available ({why}; tools/setup_arm64_env.py builds them)" if why else None
+    return f"aarch64 runtimes not available ({why}; python -m refinterp.dumps.arm64_env builds them)" if why else None
 
 
 def _child_argv(backend: str) -> tuple[list[str], dict[str, str]]:

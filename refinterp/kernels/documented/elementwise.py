@@ -61,9 +61,15 @@ class DpuUnaryPlan:
 
 
 def _add_prepare(node, ctx) -> DocAddPlan:
+    """tvm_qnn: the scheme's ``impl`` picks the rounding."""
     impl = (ctx.settings or {}).get("impl") or "upward"
     if impl not in TVM_IMPLS:
         raise UnsupportedOpError(f"{where(node)}: impl '{impl}' is not one of {', '.join(TVM_IMPLS)}")
+    return _add_params(node, ctx, impl)
+
+
+def _add_params(node, ctx, impl: str = "upward") -> DocAddPlan:
+    """The quantization of A, B and C (dpu / glow kernels: no setting read)."""
     dt = ctx.outputs[0].dtype
     return DocAddPlan(qparams(ctx.inputs[0], node, "A"), qparams(ctx.inputs[1], node, "B"),
                       qparams(ctx.outputs[0], node, "C"), dt, TVM_IMPLS[impl], *qrange(dt))
@@ -74,7 +80,7 @@ def _ints(a, b):
 
 
 def _dpu_add_prepare(node, ctx) -> DocAddPlan:
-    p = _add_prepare(node, ctx)
+    p = _add_params(node, ctx)
     if p.a[1] or p.b[1] or p.c[1]:
         raise UnsupportedOpError(f"{where(node)}: the DPU needs zero points 0")
     return replace(p, fps=(_fp(node, p.a[0]), _fp(node, p.b[0])), fo=_fp(node, p.c[0]))
@@ -86,7 +92,7 @@ def dpu_add(p, a, b):
 
 
 def _glow_add_prepare(node, ctx) -> DocAddPlan:
-    p = _add_prepare(node, ctx)
+    p = _add_params(node, ctx)
     sc = F32(p.c[0])
     return replace(p, ta=tuple(glow.scale_transform(float(F32(p.a[0]) / sc))),
                    tb=tuple(glow.scale_transform(float(F32(p.b[0]) / sc))))
@@ -102,7 +108,7 @@ def glow_cpu_add(p, a, b):
 _LARGE = F32(2.0 ** -15)
 
 
-@ort_kernel("Add", "glow_interp", _add_prepare)
+@ort_kernel("Add", "glow_interp", _add_params)
 def glow_interp_add(p, a, b):
     a, b = _ints(a, b)
     la = glow.round_half_away(((a - p.a[1]).astype(F32) * F32(F32(p.a[0]) / _LARGE)).astype(F32))
