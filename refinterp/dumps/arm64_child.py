@@ -47,14 +47,23 @@ def _overwritten(it, held: dict) -> list:
     for k, op in enumerate(it._get_ops_details()):
         for o in op["outputs"]:
             writer[int(o)] = k
-    groups = {}
+    spans = []
     for key in held:
-        i = int(key)
-        ptr = it.tensor(i)().__array_interface__["data"][0]
-        if ptr:
-            groups.setdefault(ptr, []).append(i)
+        arr = it.tensor(int(key))()
+        ptr = arr.__array_interface__["data"][0]
+        if ptr and arr.nbytes:
+            spans.append((ptr, ptr + arr.nbytes, int(key)))
+    spans.sort()
+    groups, end = [], -1
+    for lo, hi, i in spans:  # overlapping buffers form one group
+        if lo < end:
+            groups[-1].append(i)
+            end = max(end, hi)
+        else:
+            groups.append([i])
+            end = hi
     drop = []
-    for members in groups.values():
+    for members in groups:
         if len(members) > 1:
             last = max(members, key=lambda i: writer.get(i, -1))
             drop += [i for i in members if i != last]

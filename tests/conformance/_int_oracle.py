@@ -108,9 +108,13 @@ def _names(model: bytes) -> list[str]:
 
 
 def _run_ref(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
-    from litert_oracle import run_litert
+    from litert_oracle import _interpreter_module, run_litert
 
-    return run_litert(model, feeds, "ref", preserve_all=True)
+    res = run_litert(model, feeds, "ref", preserve_all=True)
+    if _interpreter_module().__name__.startswith("tflite_runtime"):
+        for name in _overwritten(model, feeds, "ref"):
+            res.pop(name, None)
+    return res
 
 
 DELEGATED_KEY = "__delegated_ops__"  # xnnpack backend: one uint8 flag per node of the model
@@ -158,16 +162,27 @@ def _overwritten(model: bytes, feeds: dict, resolver: str) -> list[str]:
     for k, op in enumerate(it._get_ops_details()):
         for o in op["outputs"]:
             writer[int(o)] = k
-    groups: dict[int, list[int]] = {}
+    spans = []
     for i in sorted(numeric):
         try:
-            ptr = it.tensor(i)().__array_interface__["data"][0]
+            arr = it.tensor(i)()
         except ValueError:
             continue
-        if ptr:
-            groups.setdefault(ptr, []).append(i)
+        ptr = arr.__array_interface__["data"][0]
+        if ptr and arr.nbytes:
+            spans.append((ptr, ptr + arr.nbytes, i))
+    # tensors whose buffers overlap form one group (in-place ops share a buffer, views alias part of one)
+    spans.sort()
+    groups, end = [], -1
+    for lo, hi, i in spans:
+        if lo < end:
+            groups[-1].append(i)
+            end = max(end, hi)
+        else:
+            groups.append([i])
+            end = hi
     out = []
-    for members in groups.values():
+    for members in groups:
         if len(members) > 1:
             last = max(members, key=lambda i: writer[i])
             out += [keys[i] for i in members if i != last]

@@ -28,7 +28,8 @@ from tests.conformance._int_oracle import DELEGATED_KEY, Aborted, arm64_skip_rea
 _WHY = arm64_skip_reason("opt-arm64")
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
-SCHEME = {"opt": "tflite-optimized-arm64", "xnnpack": "tflite-xnnpack-arm64", "opt-2.14": "tflite-optimized-arm64-2.14"}
+SCHEME = {"opt": "tflite-optimized-arm64", "xnnpack": "tflite-xnnpack-arm64", "opt-2.14": "tflite-optimized-arm64-2.14",
+          "ref-2.14": "tflite-reference-arm64-2.14"}
 GEMM = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_BLOCKS", "DEPTHWISE_BLOCKS", "TRANSPOSE_CONV_BLOCKS",
         "CONV_16x8", "FULLY_CONNECTED", "FULLY_CONNECTED_16x8", "FC_GEMV", "BATCH_MATMUL", "BATCH_MATMUL_16",
         "BATCH_MATMUL_16x8", "MODELS")
@@ -37,6 +38,7 @@ FAMILY_NAMES = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "MEAN_HW_FAST_PATH", "
 PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in ("", "@a53", "@i8mm")
           for f in FAMILY_NAMES if not core or f in GEMM]
 PARAMS += [(f, f"opt-arm64-2.14{core}") for core in ("", "@a53") for f in FAMILY_NAMES if not core or f in GEMM]
+PARAMS += [(f, "ref-arm64-2.14") for f in FAMILY_NAMES]
 _WHY_214 = arm64_skip_reason("opt-arm64-2.14")
 
 # tflite-runtime 2.14 (aarch64): what the runtime refuses or crashes on (each must still fail there: a
@@ -47,16 +49,33 @@ ABORTS_214 = {
     "gelu-int16": "no int16 GELU (refinterp refuses it too)",
     "rsqrt-int16": "no int16 RSQRT (refinterp refuses it too)",
     "requantize-int8-int16": "no int8 -> int16 QUANTIZE",
-    "attention_block_int8.tflite": "SIGSEGV on this converter-made attention block",
 }
 # ... and what refinterp does not model (strict xfail in test_214_known_differences)
 KNOWN_214 = {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: 2.14 rounds the ties of the negative branch "
-                                        "the other way; not modelled"}
+                                        "the other way; not modelled",
+             "attention_block_int8.tflite": "2.14's reference kernels return different values for the same input on "
+                                            "every run (the 3-D FULLY_CONNECTED feeding a RESHAPE): a runtime fault"}
+
+
+# ... and what only the 2.14 reference resolver lacks: newer operator versions
+ABORTS_214_REF = {
+    "BMM#": "BATCH_MATMUL v4: 'Didn't find op for builtin opcode'",
+    "TRANSPOSE_CONV#": "TRANSPOSE_CONV v4: 'Didn't find op for builtin opcode'",
+    "dequantize-int8-perchannel": "DEQUANTIZE v5: 'Didn't find op for builtin opcode'",
+    "depth_to_space-int8": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'",
+    "depth_space_int8.tflite": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'",
+}
 
 
 def _abort_reason_214(backend: str, family: str, cid: str) -> str | None:
     if "2.14" not in backend:
         return None
+    if backend.startswith("ref"):
+        for prefix, why in ABORTS_214_REF.items():
+            if cid.startswith(prefix):
+                return why
+    elif cid == "attention_block_int8.tflite":
+        return "SIGSEGV on this converter-made attention block (optimized kernels)"
     for prefix, why in ABORTS_214.items():
         if cid.startswith(prefix) and (prefix != "BMM#" or family == "BATCH_MATMUL_16x8") \
                 and (prefix != "SUM#" or family == "SUM_INT16"):
@@ -111,12 +130,14 @@ def _outcome(family: str, backend: str, scheme: str, only: str | None = None):
     notes, aborts = [], []
     cases = STATE.families()[family]
     for (cid, model, feeds), res in zip(cases, STATE.oracle(backend, family)):
-        if (only is not None and cid != only) or (only is None and "2.14" in backend and cid in KNOWN_214):
+        if only is not None and cid != only:
             continue
         expected = _abort_reason_214(backend, family, cid)
         if expected is not None:
             if not isinstance(res, Aborted):
                 aborts.append(f"{cid}: expected the runtime to fail ({expected}) but it ran")
+            continue
+        if only is None and "2.14" in backend and cid in KNOWN_214:
             continue
         if isinstance(res, Aborted):
             aborts.append(f"{cid}: {res.message}")
@@ -183,12 +204,15 @@ def test_mul_rndnu_matters(tmp_path):
     assert diff > 0 and all(n.startswith("mul") for n in notes), notes[:3]
 
 
-@pytest.mark.parametrize("cid,family", [("leakyrelu-int8-negalpha", "ACTIVATION")])
-def test_214_known_differences(cid, family):
+@pytest.mark.parametrize("cid,family,backend", [("leakyrelu-int8-negalpha", "ACTIVATION", "opt-arm64-2.14"),
+                                                ("leakyrelu-int8-negalpha", "ACTIVATION", "ref-arm64-2.14"),
+                                                ("attention_block_int8.tflite", "MODELS", "ref-arm64-2.14")])
+def test_214_known_differences(cid, family, backend):
     """Strict: the difference is still there (when it goes away, the scheme can claim the op)."""
     if _WHY_214:
         pytest.skip(_WHY_214)
-    _, tensors, diff, _, aborts = _outcome(family, "opt-arm64-2.14", "tflite-optimized-arm64-2.14", only=cid)
+    scheme = SCHEME[backend.split("-arm64")[0] + "-2.14"]
+    _, tensors, diff, _, aborts = _outcome(family, backend, scheme, only=cid)
     assert not aborts and tensors > 0
     assert diff > 0, f"{cid} now equals tflite-runtime 2.14: drop it from KNOWN_214"
     pytest.xfail(KNOWN_214[cid])

@@ -12,7 +12,7 @@ import numpy as np
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import gemmlowp
 from refinterp.quant.fixedpoint import quantize_multiplier, round_half_away, wrap_int32
-from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
+from ..common import check_dtype, impl, mbqm, qparams, qrange, rounding, where
 from ...registry import declare_settings, kernel
 
 declare_settings(__name__, "requant")  # the scheme settings these kernels read
@@ -91,9 +91,28 @@ def prepare_quantize(node, ctx) -> QuantizePlan:
     return QuantizePlan(False, zo, odt, zx=zx, multiplier=M, shift=s, rounding=rounding(ctx).value)
 
 
-@kernel("Quantize", "tflite_ref", prepare=prepare_quantize)
+# float32 -> int: ``divide`` (LiteRT 2.3: round_half_away(f / s)); ``reciprocal_saturating``
+# (tflite-runtime 2.14 on aarch64: round_half_away(float32(f * float32(1 / s))), saturating conversion)
+REF_QUANTIZE_IMPLS = ("divide", "reciprocal_saturating")
+
+
+def _prepare_quantize_ref(node, ctx) -> QuantizePlan:
+    p = prepare_quantize(node, ctx)
+    if p.float and impl(ctx, REF_QUANTIZE_IMPLS, "divide") == "reciprocal_saturating":
+        p = QuantizePlan(True, p.zo, p.dtype, scale=p.scale, reciprocal=np.float32(np.float32(1.0) / p.scale),
+                         saturating=True)
+    return p
+
+
+@kernel("Quantize", "tflite_ref", prepare=_prepare_quantize_ref, impls=REF_QUANTIZE_IMPLS)
 def quantize(p, x):
     lo, hi = qrange(p.dtype)
+    if p.float and p.reciprocal is not None and not p.opt_blocks:
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = round_half_away((np.asarray(x, _F) * p.reciprocal).astype(_F)).astype(np.float64)
+        # aarch64 fcvt: saturates to the int32 range, NaN -> 0
+        q = np.clip(np.nan_to_num(r, nan=0.0), -(2.0 ** 31), 2.0 ** 31 - 1).astype(_I64)
+        return np.clip(wrap_int32(q + p.zo), lo, hi).astype(p.dtype)
     if p.float:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             r = round_half_away((np.asarray(x, _F) / p.scale).astype(_F)).astype(np.float64)
