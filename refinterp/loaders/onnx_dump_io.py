@@ -89,13 +89,52 @@ _FLOAT_FUSIONS = {"FusedConv", "FusedGemm", "FusedMatMul", "BiasGelu", "FastGelu
                   "SkipLayerNormalization", "LayerNormalization", "Attention", "MultiHeadAttention"}
 _ACTIVATIONS = ("Relu", "Clip")  # ORT's ReluQuantFusion / ClipQuantFusion remove these before a Q
 _TOKEN = re.compile(r"(_token_\d+)+$")
+# Ops that compute element by element (or along an axis ORT rewrites with the layout): ORT's transpose
+# optimizer moves layout Transposes through them, so their output has their data input's layout.
+_LAYOUT_AGNOSTIC = {"QLinearAdd", "QLinearMul", "QLinearLeakyRelu", "QLinearSigmoid", "QuantizeLinear",
+                    "DequantizeLinear", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "Sigmoid", "LeakyRelu",
+                    "HardSigmoid", "Identity", "QLinearConcat", "Concat"}
+
+
+def _layouts(graph, model_transposes: frozenset[str] = frozenset()) -> dict[str, bool | None]:
+    """Per tensor of ORT's optimized graph: True when it is laid out channels-last (N, spatial..., C),
+    False when in the model's layout, None when unknown (a layout-sensitive op on a channels-last input).
+    Channels-last comes from ``Nhwc*`` ops / ``channels_last = 1`` and from Transposes with perm
+    (0, 2, ..., n-1, 1) that ORT inserted; (0, n-1, 1, ..., n-2) goes back.  ``model_transposes``: names
+    of the model's own Transpose nodes (they permute data, not the layout)."""
+    layout: dict[str, bool | None] = {}
+    inits = {t.name for t in graph.initializer}
+    for n in graph.node:
+        data = [layout.get(i, False) for i in n.input if i and i not in inits]
+        if n.op_type.startswith("Nhwc") or any(a.name == "channels_last" and a.i == 1 for a in n.attribute):
+            out = True
+        elif n.op_type == "Transpose" and _TOKEN.sub("", n.name) in model_transposes:
+            out = False if not any(d is not False for d in data) else None
+        elif n.op_type == "Transpose":
+            perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [])
+            r = len(perm)
+            to_cl = r >= 3 and perm == [0] + list(range(2, r)) + [1]
+            to_cf = r >= 3 and perm == [0, r - 1] + list(range(1, r - 1))
+            src = data[0] if data else False
+            out = True if (to_cl and src is False) else False if (to_cf and src is True) else \
+                (None if src is not False else False)
+        elif not any(d is not False for d in data):
+            out = False
+        elif n.op_type in _LAYOUT_AGNOSTIC and all(d is True for d in data):
+            out = True
+        else:
+            out = None
+        for o in n.output:
+            if o:
+                layout[o] = out
+    return layout
 
 
 def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[bytes, dict[str, tuple[str, bool]]]:
     """ONNX Runtime's saved optimized model (``SessionOptions.optimized_model_filepath``) with every node
     output made a graph output, and ``{optimized tensor: (original tensor, channels_last)}`` for the
-    outputs that stand for a tensor of the original model (``channels_last``: produced by an ``Nhwc*``
-    op or one with ``channels_last = 1``, i.e. laid out (N, spatial..., C)).
+    outputs that stand for a tensor of the original model (``channels_last``: laid out (N, spatial...,
+    C), see ``_layouts``; a tensor whose layout cannot be told is not mapped).
 
     Correspondence (ORT keeps node names through its transformers, adding ``_token_N`` suffixes): a
     node's output is matched to (1) the original tensor of the same name, else (2) the output of the
@@ -140,6 +179,7 @@ def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[byt
         return t
 
     g = opt.graph
+    layout = _layouts(g, frozenset(n.name for n in og.node if n.op_type == "Transpose" and n.name))
     have = {o.name for o in g.output}
     mapping: dict[str, tuple[str, bool]] = {}
     taken: set[str] = set()
@@ -159,9 +199,7 @@ def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[byt
                 if src is None or not src.output or not src.output[0]:
                     continue
                 target = follow(src.output[0])
-            if target not in taken:
-                nhwc = n.op_type.startswith("Nhwc") or any(
-                    a.name == "channels_last" and a.i == 1 for a in n.attribute)
-                mapping[o] = (target, nhwc)
+            if target not in taken and layout.get(o) is not None:
+                mapping[o] = (target, bool(layout.get(o)))
                 taken.add(target)
     return opt.SerializeToString(), mapping

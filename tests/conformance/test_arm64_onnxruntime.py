@@ -128,3 +128,27 @@ def test_mul_fma_matters(tmp_path):
     f.write_text("name: mul-sse\nextends: onnxruntime-arm64\nops:\n  Mul: {impl: sse}\n")
     _, _, diff, notes, _ = _outcome("OPS", "a76", str(f))
     assert diff > 0 and all("QLinearMul" in n for n in notes), notes[:3]
+
+
+def test_optimized_graph_capture_matches(tmp_path):
+    """Every tensor of ORT's *optimized* aarch64 graph that maps to the model (capture at level all:
+    fused QLinear units, as deployed) and every final output, for the QDQ models: 0 differences."""
+    from refinterp.dumps.capture import capture_onnxruntime
+    from refinterp.dumps.capture_arm64 import EmulatedOrt
+
+    checked = 0
+    with tempfile.TemporaryDirectory(prefix="ort_arm64_opt_") as tmp:
+        for name, make in qm._MODELS.items():
+            path = qm._quantize(make(), _mkdir(Path(tmp) / name), "qdq_s8s8")
+            graph = refinterp.load(path)
+            feeds = qm._feeds(path, 0)
+            got = capture_onnxruntime(graph, feeds, "all", EmulatedOrt("a76"))
+            ours = refinterp.Session(graph, "onnxruntime-arm64").run(feeds, capture="all")
+            outs = set(graph.outputs)
+            assert outs <= set(got), f"{name}: final outputs missing from the capture"
+            for t, v in got.items():
+                if np.asarray(v).dtype.kind in "iu" or t in outs:
+                    assert np.array_equal(np.asarray(v), np.asarray(ours[t])), f"{name} {t}"
+                    checked += 1
+    print(f"\n{checked} tensors of the aarch64 optimized graphs equal")
+    assert checked >= 30
