@@ -33,10 +33,13 @@ from ..errors import RefinterpError
 SITES = {
     "litert-2.3": ("ai-edge-litert==2.3.0", "onnxruntime==1.32.0", "numpy==2.4.6"),
     "tflite-2.14": ("tflite-runtime==2.14.0", "numpy==1.26.4"),  # the old package; needs numpy < 2
+    # the same old package for this (x86-64) host, run by the host's Python 3.11 (no emulation)
+    "tflite-2.14-x86_64": ("tflite-runtime==2.14.0", "numpy==1.26.4"),
 }
 DEBIAN = ("bookworm", ("python3.11", "libpython3.11-stdlib", "libstdc++6", "libgomp1", "zlib1g", "libffi8",
                        "libssl3"))
 _TAGS = ("manylinux2014_aarch64",) + tuple(f"manylinux_2_{m}_aarch64" for m in (17, 24, 27, 28, 31, 34, 35, 36))
+_HOST_TAGS = ("manylinux2014_x86_64",) + tuple(f"manylinux_2_{m}_x86_64" for m in (17, 28))
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,12 @@ def _cpuinfo(core: Core) -> str:
 
 def status(site: str = "litert-2.3") -> str | None:
     """None when the environment can run ``site``; else why not (one line)."""
+    root = env_root()
+    if site.endswith("x86_64"):
+        ok = (root / f"site-{site}" / ".complete").exists()
+        return None if ok else f"the wheels '{site}' are not installed in {root} (build it: python -m refinterp.dumps.arm64_env)"
     if qemu() is None:
         return "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
-    root = env_root()
     if not (root / "base" / "usr" / "bin" / "python3.11").exists():
         return f"no arm64 root in {root / 'base'} (build it: python -m refinterp.dumps.arm64_env)"
     if not (root / f"site-{site}" / ".complete").exists():
@@ -104,6 +110,14 @@ def command(core: str = "a76", site: str = "litert-2.3", path: tuple[str, ...] =
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(root),
            "QEMU_SET_ENV": f"PYTHONPATH={':'.join([*path, str(root / f'site-{site}')])},PYTHONDONTWRITEBYTECODE=1"}
     return argv, env
+
+
+def host_site(site: str) -> Path:
+    """The folder of a wheel set for this host (``tflite-2.14-x86_64``), to put on PYTHONPATH."""
+    why = status(site)
+    if why:
+        raise Arm64EnvMissing(f"the old-runtime environment is not available: {why}")
+    return env_root() / f"site-{site}"
 
 
 def _core_root(root: Path, core: str) -> Path:
@@ -155,7 +169,7 @@ def build(install_system: bool = False, sites: tuple[str, ...] = tuple(SITES)) -
         shutil.rmtree(site, ignore_errors=True)
         argv = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", str(site),
                 "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
-        for tag in _TAGS:
+        for tag in (_HOST_TAGS if name.endswith("x86_64") else _TAGS):
             argv += ["--platform", tag]
         _run(argv + list(SITES[name]), f"pip install of the aarch64 wheels {name}")
         (site / ".complete").write_text("\n".join(SITES[name]) + "\n")

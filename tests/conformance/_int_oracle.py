@@ -28,6 +28,8 @@ BACKENDS = ("ref", "tflm", "opt", "xnnpack")
 # e.g. "opt-arm64" (LiteRT 2.3, Cortex-A76), "opt-arm64@a53", "xnnpack-arm64@i8mm", "opt-arm64-2.14"
 # (tflite-runtime 2.14, the old package).
 ARM64 = re.compile(r"^(ref|opt|xnnpack)-arm64(-2\.14)?(?:@(a53|a76|i8mm))?$")
+# tflite-runtime 2.14 on this x86-64 host (its own numpy 1.26 site, no emulation): "opt-2.14", ...
+OLD_X86 = re.compile(r"^(ref|opt|xnnpack)-2\.14$")
 
 
 def arm64_skip_reason(backend: str) -> str | None:
@@ -35,12 +37,17 @@ def arm64_skip_reason(backend: str) -> str | None:
     from refinterp.dumps.arm64_env import status
 
     m = ARM64.match(backend)
-    why = status("tflite-2.14" if m and m.group(2) else "litert-2.3")
+    why = status("tflite-2.14-x86_64" if OLD_X86.match(backend) else "tflite-2.14" if m and m.group(2)
+                 else "litert-2.3")
     return f"aarch64 runtimes not available ({why}; python -m refinterp.dumps.arm64_env builds them)" if why else None
 
 
 def _child_argv(backend: str) -> tuple[list[str], dict[str, str]]:
     here = str(Path(__file__).resolve().parent)
+    if OLD_X86.match(backend):
+        from refinterp.dumps.arm64_env import host_site
+
+        return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join([here, str(host_site("tflite-2.14-x86_64"))]))
     m = ARM64.match(backend)
     if m is None:
         return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [here,
@@ -56,7 +63,7 @@ class Aborted:
 
 
 def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, timeout: float = 300.0):
-    if backend not in BACKENDS and not ARM64.match(backend):
+    if backend not in BACKENDS and not ARM64.match(backend) and not OLD_X86.match(backend):
         raise ValueError(backend)
     results: list = [None] * len(cases)
     with tempfile.TemporaryDirectory(prefix="int_oracle_") as tmp:
@@ -207,7 +214,7 @@ def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
 
 def _child(folder: str, backend: str, start: str, stop: str) -> None:
     d = Path(folder)
-    backend = backend.split("-arm64")[0]  # in the emulated aarch64 child: the resolver
+    backend = backend.split("-arm64")[0].split("-2.14")[0]  # the resolver
     run = {"ref": _run_ref, "tflm": _run_tflm}.get(backend) or _run_litert(backend)
     for i in range(int(start), int(stop)):
         names = json.loads((d / f"in{i}.json").read_text())

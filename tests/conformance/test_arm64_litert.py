@@ -10,6 +10,11 @@ single-op sweep of the x86 tflite-optimized / tflite-xnnpack tests, ARM-specific
 (``_arm64_cases.arm_extra_cases``), and 17 integer models.  For XNNPACK the delegation decision is
 also compared node by node.  The x86 schemes differ from these oracles on named families, so the
 tests can fail.
+
+tflite-runtime 2.14 (the old package): its aarch64 wheel against the ``-arm64-2.14`` schemes (OPT on
+A76 and A53, REF on A76), and its x86-64 wheel, run on this host, against tflite-optimized /
+tflite-reference (it computes what LiteRT 2.3 does on x86).  What a runtime refuses or crashes on is
+asserted as a finding (``ABORTS_214``).
 """
 from __future__ import annotations
 
@@ -28,8 +33,6 @@ from tests.conformance._int_oracle import DELEGATED_KEY, Aborted, arm64_skip_rea
 _WHY = arm64_skip_reason("opt-arm64")
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
-SCHEME = {"opt": "tflite-optimized-arm64", "xnnpack": "tflite-xnnpack-arm64", "opt-2.14": "tflite-optimized-arm64-2.14",
-          "ref-2.14": "tflite-reference-arm64-2.14"}
 GEMM = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_BLOCKS", "DEPTHWISE_BLOCKS", "TRANSPOSE_CONV_BLOCKS",
         "CONV_16x8", "FULLY_CONNECTED", "FULLY_CONNECTED_16x8", "FC_GEMV", "BATCH_MATMUL", "BATCH_MATMUL_16",
         "BATCH_MATMUL_16x8", "MODELS")
@@ -38,49 +41,66 @@ FAMILY_NAMES = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "MEAN_HW_FAST_PATH", "
 PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in ("", "@a53", "@i8mm")
           for f in FAMILY_NAMES if not core or f in GEMM]
 PARAMS += [(f, f"opt-arm64-2.14{core}") for core in ("", "@a53") for f in FAMILY_NAMES if not core or f in GEMM]
-PARAMS += [(f, "ref-arm64-2.14") for f in FAMILY_NAMES]
-_WHY_214 = arm64_skip_reason("opt-arm64-2.14")
+# (int16 SUM under a reference resolver: LiteRT's REF reads it as bytes; tflite-reference refuses the node)
+PARAMS += [(f, be) for be in ("ref-arm64-2.14", "opt-2.14", "ref-2.14") for f in FAMILY_NAMES
+           if not (be == "ref-2.14" and f == "SUM_INT16")]
 
-# tflite-runtime 2.14 (aarch64): what the runtime refuses or crashes on (each must still fail there: a
-# finding; refinterp runs the node unless the scheme refuses it too) ...
-ABORTS_214 = {
+
+def scheme_of(backend: str) -> str:
+    """The scheme each oracle is verified against.  tflite-runtime 2.14 on x86-64 ("opt-2.14",
+    "ref-2.14") computes what LiteRT 2.3 does there: the x86 schemes describe it too."""
+    base = backend.partition("@")[0]
+    return {"opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64",
+            "opt-arm64-2.14": "tflite-optimized-arm64-2.14", "ref-arm64-2.14": "tflite-reference-arm64-2.14",
+            "opt-2.14": "tflite-optimized", "ref-2.14": "tflite-reference"}[base]
+
+
+# What each tflite-runtime 2.14 build refuses or crashes on: each must still fail there (a finding);
+# refinterp runs the node unless the scheme refuses it too.  The aarch64 wheel is an older build than
+# the x86-64 one: it lacks more kernels and operator versions.
+_ARM = {
     "BMM#": "int16 x int8 BATCH_MATMUL: 'lhs_data->type == rhs_data->type was not true'",
     "SUM#": "int16 SUM with different input / output scales: 'input->params.scale != output scale'",
     "gelu-int16": "no int16 GELU (refinterp refuses it too)",
     "rsqrt-int16": "no int16 RSQRT (refinterp refuses it too)",
     "requantize-int8-int16": "no int8 -> int16 QUANTIZE",
 }
+_D2S = {"depth_to_space-int8": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'",
+        "depth_space_int8.tflite": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'"}
+_ARM_REF = {"BMM#": "BATCH_MATMUL v4: 'Didn't find op for builtin opcode'",
+            "TRANSPOSE_CONV#": "TRANSPOSE_CONV v4: 'Didn't find op for builtin opcode'",
+            "dequantize-int8-perchannel": "DEQUANTIZE v5: 'Didn't find op for builtin opcode'", **_D2S}
+ABORTS_214 = {
+    "opt-arm64-2.14": {**_ARM, "attention_block_int8.tflite": "SIGSEGV on this converter-made attention block"},
+    "ref-arm64-2.14": {**_ARM_REF, **_ARM},
+    "ref-2.14": _D2S,
+    "opt-2.14": {},
+}
 # ... and what refinterp does not model (strict xfail in test_214_known_differences)
-KNOWN_214 = {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: 2.14 rounds the ties of the negative branch "
-                                        "the other way; not modelled",
-             "attention_block_int8.tflite": "2.14's reference kernels return different values for the same input on "
-                                            "every run (the 3-D FULLY_CONNECTED feeding a RESHAPE): a runtime fault"}
-
-
-# ... and what only the 2.14 reference resolver lacks: newer operator versions
-ABORTS_214_REF = {
-    "BMM#": "BATCH_MATMUL v4: 'Didn't find op for builtin opcode'",
-    "TRANSPOSE_CONV#": "TRANSPOSE_CONV v4: 'Didn't find op for builtin opcode'",
-    "dequantize-int8-perchannel": "DEQUANTIZE v5: 'Didn't find op for builtin opcode'",
-    "depth_to_space-int8": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'",
-    "depth_space_int8.tflite": "DEPTH_TO_SPACE v2: 'Didn't find op for builtin opcode'",
+KNOWN_214 = {
+    "opt-arm64-2.14": {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: 2.14 on aarch64 rounds the ties of "
+                                                  "the negative branch the other way; not modelled"},
+    "ref-arm64-2.14": {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: as under the optimized kernels",
+                       "attention_block_int8.tflite": "2.14's aarch64 reference kernels return different values for "
+                                                      "the same input on every run (the 3-D FULLY_CONNECTED feeding "
+                                                      "a RESHAPE): a runtime fault"},
 }
 
 
+def _skip_reason(backend: str) -> str | None:
+    return arm64_skip_reason(backend.partition("@")[0] if "arm64" in backend else backend)
+
+
 def _abort_reason_214(backend: str, family: str, cid: str) -> str | None:
-    if "2.14" not in backend:
-        return None
-    if backend.startswith("ref"):
-        for prefix, why in ABORTS_214_REF.items():
-            if cid.startswith(prefix):
-                return why
-    elif cid == "attention_block_int8.tflite":
-        return "SIGSEGV on this converter-made attention block (optimized kernels)"
-    for prefix, why in ABORTS_214.items():
-        if cid.startswith(prefix) and (prefix != "BMM#" or family == "BATCH_MATMUL_16x8") \
+    for prefix, why in ABORTS_214.get(backend.partition("@")[0], {}).items():
+        if cid.startswith(prefix) and (prefix != "BMM#" or family == "BATCH_MATMUL_16x8" or "ref-" in backend) \
                 and (prefix != "SUM#" or family == "SUM_INT16"):
             return why
     return None
+
+
+def _known(backend: str) -> dict[str, str]:
+    return KNOWN_214.get(backend.partition("@")[0], {})
 
 
 class _State:
@@ -137,7 +157,7 @@ def _outcome(family: str, backend: str, scheme: str, only: str | None = None):
             if not isinstance(res, Aborted):
                 aborts.append(f"{cid}: expected the runtime to fail ({expected}) but it ran")
             continue
-        if only is None and "2.14" in backend and cid in KNOWN_214:
+        if only is None and cid in _known(backend):
             continue
         if isinstance(res, Aborted):
             aborts.append(f"{cid}: {res.message}")
@@ -159,9 +179,9 @@ def _outcome(family: str, backend: str, scheme: str, only: str | None = None):
 
 @pytest.mark.parametrize("family,backend", PARAMS, ids=[f"{f}[{b}]" for f, b in PARAMS])
 def test_bit_exact(family, backend):
-    if "2.14" in backend and _WHY_214:
-        pytest.skip(_WHY_214)
-    scheme = SCHEME[backend.split("-arm64")[0] + ("-2.14" if "2.14" in backend else "")]
+    if _skip_reason(backend):
+        pytest.skip(_skip_reason(backend))
+    scheme = scheme_of(backend)
     n, tensors, diff, notes, aborts = _outcome(family, backend, scheme)
     print(f"\n{family} [{scheme}] vs {backend}: {n} cases compared, {tensors} tensors, {diff} differing, "
           f"{len(aborts)} unexpected aborts")
@@ -209,19 +229,18 @@ def test_mul_rndnu_matters(tmp_path):
                                                 ("attention_block_int8.tflite", "MODELS", "ref-arm64-2.14")])
 def test_214_known_differences(cid, family, backend):
     """Strict: the difference is still there (when it goes away, the scheme can claim the op)."""
-    if _WHY_214:
-        pytest.skip(_WHY_214)
-    scheme = SCHEME[backend.split("-arm64")[0] + "-2.14"]
-    _, tensors, diff, _, aborts = _outcome(family, backend, scheme, only=cid)
+    if _skip_reason(backend):
+        pytest.skip(_skip_reason(backend))
+    _, tensors, diff, _, aborts = _outcome(family, backend, scheme_of(backend), only=cid)
     assert not aborts and tensors > 0
     assert diff > 0, f"{cid} now equals tflite-runtime 2.14: drop it from KNOWN_214"
-    pytest.xfail(KNOWN_214[cid])
+    pytest.xfail(_known(backend)[cid])
 
 
 def test_214_differs_from_23():
     """tflite-runtime 2.14 on ARM64 is not LiteRT 2.3 on ARM64: the 2.3 scheme differs on its conv sweeps."""
-    if _WHY_214:
-        pytest.skip(_WHY_214)
+    if _skip_reason("opt-arm64-2.14"):
+        pytest.skip(_skip_reason("opt-arm64-2.14"))
     _, _, diff, _, _ = _outcome("CONV_2D", "opt-arm64-2.14", "tflite-optimized-arm64")
     assert diff > 0
 
