@@ -13,8 +13,8 @@ tests can fail.
 
 tflite-runtime 2.14 (the old package): its aarch64 wheel against the ``-arm64-2.14`` schemes (OPT on
 A76 and A53, REF on A76), and its x86-64 wheel, run on this host, against tflite-optimized /
-tflite-reference (it computes what LiteRT 2.3 does on x86).  What a runtime refuses or crashes on is
-asserted as a finding (``ABORTS_214``).
+tflite-reference / tflite-xnnpack (on x86 it computes what LiteRT 2.3 does, delegation included).
+What a runtime refuses or crashes on is asserted as a finding (``ABORTS_214``).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in 
           for f in FAMILY_NAMES if not core or f in GEMM]
 PARAMS += [(f, f"opt-arm64-2.14{core}") for core in ("", "@a53") for f in FAMILY_NAMES if not core or f in GEMM]
 # (int16 SUM under a reference resolver: LiteRT's REF reads it as bytes; tflite-reference refuses the node)
-PARAMS += [(f, be) for be in ("ref-arm64-2.14", "opt-2.14", "ref-2.14") for f in FAMILY_NAMES
+PARAMS += [(f, be) for be in ("ref-arm64-2.14", "opt-2.14", "xnnpack-2.14", "ref-2.14") for f in FAMILY_NAMES
            if not (be == "ref-2.14" and f == "SUM_INT16")]
 
 
@@ -52,7 +52,7 @@ def scheme_of(backend: str) -> str:
     base = backend.partition("@")[0]
     return {"opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64",
             "opt-arm64-2.14": "tflite-optimized-arm64-2.14", "ref-arm64-2.14": "tflite-reference-arm64-2.14",
-            "opt-2.14": "tflite-optimized", "ref-2.14": "tflite-reference"}[base]
+            "opt-2.14": "tflite-optimized", "ref-2.14": "tflite-reference", "xnnpack-2.14": "tflite-xnnpack"}[base]
 
 
 # What each tflite-runtime 2.14 build refuses or crashes on: each must still fail there (a finding);
@@ -75,13 +75,11 @@ ABORTS_214 = {
     "ref-arm64-2.14": {**_ARM_REF, **_ARM},
     "ref-2.14": _D2S,
     "opt-2.14": {},
+    "xnnpack-2.14": {},
 }
 # ... and what refinterp does not model (strict xfail in test_214_known_differences)
 KNOWN_214 = {
-    "opt-arm64-2.14": {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: 2.14 on aarch64 rounds the ties of "
-                                                  "the negative branch the other way; not modelled"},
-    "ref-arm64-2.14": {"leakyrelu-int8-negalpha": "LEAKY_RELU with a negative alpha: as under the optimized kernels",
-                       "attention_block_int8.tflite": "2.14's aarch64 reference kernels return different values for "
+    "ref-arm64-2.14": {"attention_block_int8.tflite": "2.14's aarch64 reference kernels return different values for "
                                                       "the same input on every run (the 3-D FULLY_CONNECTED feeding "
                                                       "a RESHAPE): a runtime fault"},
 }
@@ -224,9 +222,7 @@ def test_mul_rndnu_matters(tmp_path):
     assert diff > 0 and all(n.startswith("mul") for n in notes), notes[:3]
 
 
-@pytest.mark.parametrize("cid,family,backend", [("leakyrelu-int8-negalpha", "ACTIVATION", "opt-arm64-2.14"),
-                                                ("leakyrelu-int8-negalpha", "ACTIVATION", "ref-arm64-2.14"),
-                                                ("attention_block_int8.tflite", "MODELS", "ref-arm64-2.14")])
+@pytest.mark.parametrize("cid,family,backend", [("attention_block_int8.tflite", "MODELS", "ref-arm64-2.14")])
 def test_214_known_differences(cid, family, backend):
     """Strict: the difference is still there (when it goes away, the scheme can claim the op)."""
     if _skip_reason(backend):
@@ -243,6 +239,16 @@ def test_214_differs_from_23():
         pytest.skip(_skip_reason("opt-arm64-2.14"))
     _, _, diff, _, _ = _outcome("CONV_2D", "opt-arm64-2.14", "tflite-optimized-arm64")
     assert diff > 0
+
+
+def test_214_signed_leaky_matters(tmp_path):
+    """2.14 on aarch64 multiplies LEAKY_RELU's negative branch by the signed multiplier: 2.3's form differs."""
+    if _skip_reason("opt-arm64-2.14"):
+        pytest.skip(_skip_reason("opt-arm64-2.14"))
+    f = tmp_path / "abs.yaml"
+    f.write_text("name: abs\nextends: tflite-optimized-arm64-2.14\nops:\n  LeakyRelu: {impl: abs_negate}\n")
+    _, _, diff, notes, _ = _outcome("ACTIVATION", "opt-arm64-2.14", str(f))
+    assert diff > 0 and all(n.startswith("leakyrelu-int8-negalpha") for n in notes), notes[:3]
 
 
 def test_refused_int16_gelu_under_214(tmp_path):

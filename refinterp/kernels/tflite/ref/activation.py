@@ -109,9 +109,15 @@ def _relux(plan, x):
 
 # --- LEAKY_RELU -------------------------------------------------------------------------------
 
+# ``impl`` of LEAKY_RELU with a negative alpha: ``abs_negate`` (LiteRT 2.3: multiply by |M|, negate the
+# result) | ``signed`` (tflite-runtime 2.14 on aarch64: the negative multiplier itself, so ties of the
+# negative branch round the other way)
+LEAKY_IMPLS = ("abs_negate", "signed")
+
+
 def prepare_leaky(node, ctx):
     """``QuantizeLeakyRelu``: identity (float32(sx/so)) and alpha (float32(float32(sx*alpha)/so))
-    multipliers; a negative alpha multiplies by |M| and negates the result."""
+    multipliers; a negative alpha multiplies by |M| and negates the result (``impl: signed``: by M)."""
     dtype, sx, zx, so, zo = _io(node, ctx)
     _need_zero_zp(node, dtype, zx, zo)
     alpha = _F(node.attrs.get("alpha", 0.01))
@@ -120,13 +126,17 @@ def prepare_leaky(node, ctx):
     r = rounding(ctx)
     v = _codes(dtype) - zx
     neg = -1 if Ma < 0 else 1
-    y = zo + np.where(v >= 0, mbqm(v, Mi, si, r), neg * mbqm(v, abs(Ma), sa, r))
+    if impl(ctx, LEAKY_IMPLS, "abs_negate") == "signed":
+        neg, Ma_used = 1, Ma
+    else:
+        Ma_used = abs(Ma)
+    y = zo + np.where(v >= 0, mbqm(v, Mi, si, r), neg * mbqm(v, Ma_used, sa, r))
     lo, hi = qrange(dtype)
     return _plan(np.clip(y, lo, hi), dtype, multiplier_identity=Mi, shift_identity=si,
                  multiplier_alpha=Ma, shift_alpha=sa, rounding=r.value)
 
 
-@kernel("LeakyRelu", "tflite_ref", prepare=prepare_leaky)
+@kernel("LeakyRelu", "tflite_ref", prepare=prepare_leaky, impls=LEAKY_IMPLS)
 def leaky(plan, x):
     return _run_table(plan, x)
 
