@@ -42,7 +42,8 @@ PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in 
           for f in FAMILY_NAMES if not core or f in GEMM]
 PARAMS += [(f, f"opt-arm64-2.14{core}") for core in ("", "@a53") for f in FAMILY_NAMES if not core or f in GEMM]
 # (int16 SUM under a reference resolver: LiteRT's REF reads it as bytes; tflite-reference refuses the node)
-PARAMS += [(f, be) for be in ("ref-arm64-2.14", "opt-2.14", "xnnpack-2.14", "ref-2.14") for f in FAMILY_NAMES
+PARAMS += [(f, be) for be in ("ref-arm64-2.14", "xnnpack-arm64-2.14", "opt-2.14", "xnnpack-2.14", "ref-2.14")
+           for f in FAMILY_NAMES
            if not (be == "ref-2.14" and f == "SUM_INT16")]
 
 
@@ -52,6 +53,8 @@ def scheme_of(backend: str) -> str:
     base = backend.partition("@")[0]
     return {"opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64",
             "opt-arm64-2.14": "tflite-optimized-arm64-2.14", "ref-arm64-2.14": "tflite-reference-arm64-2.14",
+            # the aarch64 2.14 wheel's XNNPACK takes no quantized node: its default resolver = its built-ins
+            "xnnpack-arm64-2.14": "tflite-optimized-arm64-2.14",
             "opt-2.14": "tflite-optimized", "ref-2.14": "tflite-reference", "xnnpack-2.14": "tflite-xnnpack"}[base]
 
 
@@ -73,6 +76,7 @@ _ARM_REF = {"BMM#": "BATCH_MATMUL v4: 'Didn't find op for builtin opcode'",
 ABORTS_214 = {
     "opt-arm64-2.14": {**_ARM, "attention_block_int8.tflite": "SIGSEGV on this converter-made attention block"},
     "ref-arm64-2.14": {**_ARM_REF, **_ARM},
+    "xnnpack-arm64-2.14": {**_ARM, "attention_block_int8.tflite": "SIGSEGV on this converter-made attention block"},
     "ref-2.14": _D2S,
     "opt-2.14": {},
     "xnnpack-2.14": {},
@@ -239,6 +243,21 @@ def test_214_differs_from_23():
         pytest.skip(_skip_reason("opt-arm64-2.14"))
     _, _, diff, _, _ = _outcome("CONV_2D", "opt-arm64-2.14", "tflite-optimized-arm64")
     assert diff > 0
+
+
+def test_214_arm_xnnpack_takes_no_quantized_node():
+    """The aarch64 tflite-runtime 2.14 wheel's XNNPACK delegate leaves every quantized node to the
+    built-in kernels (its default resolver computes what tflite-optimized-arm64-2.14 does)."""
+    if _skip_reason("xnnpack-arm64-2.14"):
+        pytest.skip(_skip_reason("xnnpack-arm64-2.14"))
+    delegated = checked = 0
+    for family in ("CONV_2D", "FULLY_CONNECTED", "ELEMENTWISE", "MODELS"):
+        for res in STATE.oracle("xnnpack-arm64-2.14", family):
+            if isinstance(res, Aborted) or DELEGATED_KEY not in res:
+                continue
+            checked += 1
+            delegated += int(np.asarray(res[DELEGATED_KEY]).sum())
+    assert checked > 100 and delegated == 0
 
 
 def test_214_signed_leaky_matters(tmp_path):
