@@ -86,13 +86,6 @@ def lut(fn, x_scale, x_zp: int, in_dtype: str, y_scale, y_zp: int, out_dtype: st
     return quantize_linear(fn(f32(v)), y_scale, y_zp, int(oinfo.min), int(oinfo.max))
 
 
-def fma_f32(a, b, c) -> np.ndarray:
-    """float32 fused multiply-add: a*b + c rounded once.  The float64 product of a float32 and an
-    integer below 2^16 is exact and the float64 sum is exact for these magnitudes (span < 53 bits),
-    so the only rounding is the final float32 one, as in a hardware FMA."""
-    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(F32)
-
-
 def qladd_x86(a, b, sa, za: int, sb, zb: int, sc, zc: int, lo: int, hi: int) -> np.ndarray:
     """QLinearAdd, AVX2 kernel of the shipped x86 wheel (FMA contraction):
     rA = f32(sa/sc), rB = f32(sb/sc), Fixed = f32(zc - fma(rA, za, f32(rB*zb))),
