@@ -137,8 +137,9 @@ def _pos_int(path: str, v: Any, where: str) -> None:
 
 REQUANT: dict[str, Check] = {"rounding": _enum(*(r.value for r in Rounding)),
                              "rounding64": _enum(*(r.value for r in Rounding)),
-                             # 8-bit FULLY_CONNECTED run as a GEMV (one input row, >= 8 features,
-                             # >= 4 outputs): LiteRT's custom GEMV kernel on ARM (vqrdmulh + vrshl = upward)
+                             # 8-bit FULLY_CONNECTED / CONV_2D run as a GEMV (one input row or one output
+                             # pixel, >= 8 inputs, >= 4 outputs): LiteRT's custom GEMV kernel on ARM
+                             # (vqrdmulh + vrshl = upward)
                              "gemv_rounding": _enum(*(r.value for r in Rounding if not r.is_float)),
                              "channel_block": _pos_int,
                              "block_rounding": _enum(*(r.value for r in Rounding if not r.is_float)),

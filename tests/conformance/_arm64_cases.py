@@ -69,8 +69,9 @@ def arm_extra_cases() -> list:
 
 
 def gemv_cases() -> list:
-    """8-bit FULLY_CONNECTED over one input row (LiteRT's custom GEMV path on ARM: >= 8 input
-    features, >= 4 outputs), exact power-of-two ties and typical scales, per-tensor and per-channel."""
+    """8-bit FULLY_CONNECTED over one input row and CONV_2D with one output pixel (LiteRT's custom
+    GEMV path on ARM: >= 8 inputs, >= 4 outputs), exact power-of-two ties and typical scales,
+    per-tensor and per-channel."""
     from tests.conformance import test_tflite_int_conv as base
 
     rng = np.random.default_rng(23)
@@ -78,6 +79,10 @@ def gemv_cases() -> list:
           for j, (n_in, n_out) in enumerate(((16, 8), (8, 4), (33, 12), (64, 5)))]
     cs += [base._fc_case(rng, 310 + j, n_in=n_in, n_out=n_out, batch=1, per_channel=j % 2 == 1,
                          act=base.ACTS[j % 4]) for j, (n_in, n_out) in enumerate(((16, 8), (40, 17), (9, 4), (7, 9)))]
+    # one-pixel CONV_2D (1x1 on a 1x1 input; 3x3 VALID on a 3x3 input): the GEMM has one column
+    cs += [base._conv_case(rng, "CONV_2D", 320 + j, cin=cin, cout=cout, k=k, hw=k, stride=(1, 1), pad="VALID",
+                           act="NONE", per_channel=j % 2 == 1, tie=j < 2)
+           for j, (cin, cout, k) in enumerate(((16, 8, (1, 1)), (4, 12, (3, 3)), (24, 9, (1, 1)), (3, 5, (3, 3))))]
     return [(c.id, c.model, c.feeds) for c in cs]
 
 

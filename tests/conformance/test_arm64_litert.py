@@ -279,3 +279,13 @@ def test_refused_int16_gelu_under_214(tmp_path):
     p.write_bytes(model)
     with pytest.raises(UnsupportedOpError, match="tflite-runtime 2.14 has no int16 GELU"):
         refinterp.Session(refinterp.load(p), "tflite-optimized-arm64-2.14")
+
+
+def test_gemv_rounding_matters(tmp_path):
+    """One-row FULLY_CONNECTED and one-pixel CONV_2D run LiteRT's custom NEON GEMV on ARM: ruy's single
+    rounding (the rest of the GEMMs) differs on the FC_GEMV family."""
+    f = tmp_path / "no-gemv.yaml"
+    f.write_text("name: no-gemv\nextends: tflite-optimized-arm64\nops:\n  Conv: {requant: {gemv_rounding: single}}\n"
+                 "  FullyConnected: {requant: {gemv_rounding: single}}\n")
+    _, _, diff, notes, _ = _outcome("FC_GEMV", "opt-arm64", str(f))
+    assert diff > 0 and any(n.startswith("CONV") for n in notes) and any(n.startswith("FC") for n in notes), notes

@@ -78,6 +78,12 @@ def _quant_of(ctx, i: int, what: str):
     return t
 
 
+def _one_pixel(out) -> bool:
+    """The conv output (its static NHWC shape) is one pixel: the GEMM has one column."""
+    shape = out.shape
+    return shape is not None and len(shape) == 4 and None not in shape and shape[0] * shape[1] * shape[2] == 1
+
+
 def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_index: int = 2,
                    always64: bool = False, eff_fn=effective_scale_double) -> QConvPlan:
     """Shared Prepare: ``n_out_axis`` is the filter axis holding the output channels; ``eff_fn``
@@ -108,6 +114,10 @@ def prepare_common(node, ctx, n_out_axis: int, fplan, *, w_index: int = 1, b_ind
     if acc64 and not rounding.is_float:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
         block, block_rounding = 0, None  # the int64 (16x8) paths are scalar reference code
+    gemv = (ctx.settings.get("requant") or {}).get("gemv_rounding")
+    if gemv and node.op == "Conv" and not rounding.is_float and x.dtype in ("int8", "uint8") \
+            and _one_pixel(out) and int(np.prod(wshape[1:])) >= 8 and n_out >= 4:
+        rounding = Rounding.parse(gemv)  # cpu_backend_gemm: dst cols (output pixels) == 1 -> CustomGemv
     lo, hi = activation_range(node.attrs.get("activation"), out.quant.scale, out.quant.zero_point,
                               out.dtype, node.name)
     rq = Requant.build(eff, rounding, int(out.quant.zero_point[0]), lo, hi, out.dtype, block, block_rounding)
