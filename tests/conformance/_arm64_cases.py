@@ -86,6 +86,15 @@ def gemv_cases() -> list:
     return [(c.id, c.model, c.feeds) for c in cs]
 
 
+def uint8_cases() -> list:
+    """The legacy-uint8 sweeps of the x86 tests (test_tflite_uint8.py): conv family over filter zero
+    points, a MobileNet-like model, element-wise near ties, bilinear resize."""
+    from tests.conformance import test_tflite_uint8 as u8
+
+    return [(c.id, c.model, c.feeds) for c in u8.conv_cases() + [u8.mobilenet_like()] + u8.eltwise_cases()
+            + u8.resize_cases()]
+
+
 def families() -> dict[str, list]:
     from tests.conformance import (test_tflite_opt_xnn_activation as act, test_tflite_opt_xnn_conv as conv,
                                    test_tflite_opt_xnn_elementwise as elem, test_tflite_opt_xnn_misc as misc,
@@ -97,6 +106,7 @@ def families() -> dict[str, list]:
     fam["MISC"] = _from_suite(misc.SUITE)
     fam["ARM_EXTRA"] = arm_extra_cases()
     fam["FC_GEMV"] = gemv_cases()
+    fam["UINT8"] = uint8_cases()
     fam["MODELS"] = [(p.name, p.read_bytes(), None) for p in INT_MODELS]
     return fam
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
 GEMM = ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_BLOCKS", "DEPTHWISE_BLOCKS", "TRANSPOSE_CONV_BLOCKS",
         "CONV_16x8", "FULLY_CONNECTED", "FULLY_CONNECTED_16x8", "FC_GEMV", "BATCH_MATMUL", "BATCH_MATMUL_16",
-        "BATCH_MATMUL_16x8", "MODELS")
+        "BATCH_MATMUL_16x8", "MODELS", "UINT8")
 FAMILY_NAMES = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "MEAN_HW_FAST_PATH", "SUM", "SUM_INT16", "REDUCE_MAX",
                 "ELEMENTWISE", "ACTIVATION", "MISC", "ARM_EXTRA") + GEMM
 PARAMS = [(f, f"{kind}-arm64{core}") for kind in ("opt", "xnnpack") for core in ("", "@a53", "@i8mm")
@@ -81,11 +81,24 @@ ABORTS_214 = {
     "opt-2.14": {},
     "xnnpack-2.14": {},
 }
-# ... and what refinterp does not model (strict xfail in test_214_known_differences)
-KNOWN_214 = {
-    "ref-arm64-2.14": {"attention_block_int8.tflite": "2.14's aarch64 reference kernels return different values for "
-                                                      "the same input on every run (the 3-D FULLY_CONNECTED feeding "
-                                                      "a RESHAPE): a runtime fault"},
+# ... and what refinterp does not model: {backend (with or without @core): {case id: (family, reason)}},
+# each a strict xfail in test_known_differences (the difference must still be there)
+_U8_ARM = {"DEPTHWISE_CONV_2D:u8,zw128,NONE": ("UINT8", "the ARM NEON uint8 depthwise kernel (filter zero point "
+                                                         "128) rounds 6 of 2304 codes differently; not modelled"),
+           "RESIZE_BILINEAR:u8,8x8->33x33x8,align0,half1": ("UINT8", "the ARM uint8 bilinear resize with half-pixel "
+                                                                     "centres; not modelled")}
+_QU8_A53 = "XNNPACK's QU8 convolution kernels for cores without dot-product compute differently; not modelled"
+KNOWN = {
+    "opt-arm64": _U8_ARM,
+    "opt-arm64-2.14": _U8_ARM,
+    "xnnpack-arm64-2.14": _U8_ARM,
+    "ref-arm64-2.14": {"RESIZE_BILINEAR:u8,8x8->33x33x8,align0,half1": _U8_ARM["RESIZE_BILINEAR:u8,8x8->33x33x8,align0,half1"],
+                       "attention_block_int8.tflite": ("MODELS", "2.14's aarch64 reference kernels return different values "
+                                                                 "for the same input on every run (the 3-D "
+                                                                 "FULLY_CONNECTED feeding a RESHAPE): a runtime fault")},
+    "xnnpack-arm64@a53": {c: ("UINT8", _QU8_A53) for c in (
+        "CONV_2D:u8,zw100,RELU6", "CONV_2D:u8,zw127,NONE", "CONV_2D:u8,zw128,NONE", "FULLY_CONNECTED:u8,zw127,NONE",
+        "FULLY_CONNECTED:u8,zw128,NONE", "mobilenet-like-u8")},
 }
 
 
@@ -101,8 +114,8 @@ def _abort_reason_214(backend: str, family: str, cid: str) -> str | None:
     return None
 
 
-def _known(backend: str) -> dict[str, str]:
-    return KNOWN_214.get(backend.partition("@")[0], {})
+def _known(backend: str) -> dict[str, tuple[str, str]]:
+    return {**KNOWN.get(backend.partition("@")[0], {}), **KNOWN.get(backend, {})}
 
 
 class _State:
@@ -147,7 +160,7 @@ STATE = _State()
 def _outcome(family: str, backend: str, scheme: str, only: str | None = None):
     """(cases, tensors, differing elements, notes, aborts), delegation mismatches counted as differences.
     Expected runtime failures (``ABORTS_214``) must fail (else they count as an abort note) and are not
-    compared; ``KNOWN_214`` cases are compared only when ``only`` names them."""
+    compared; ``KNOWN`` cases are compared only when ``only`` names them."""
     tensors = diff = compared = 0
     notes, aborts = [], []
     cases = STATE.families()[family]
@@ -226,15 +239,19 @@ def test_mul_rndnu_matters(tmp_path):
     assert diff > 0 and all(n.startswith("mul") for n in notes), notes[:3]
 
 
-@pytest.mark.parametrize("cid,family,backend", [("attention_block_int8.tflite", "MODELS", "ref-arm64-2.14")])
-def test_214_known_differences(cid, family, backend):
-    """Strict: the difference is still there (when it goes away, the scheme can claim the op)."""
+_KNOWN_PARAMS = sorted({(cid, fam, be) for be, cases in KNOWN.items() for cid, (fam, _) in cases.items()
+                        for be in ([be] if "@" in be or be.endswith("2.14") else [be, be + "@a53", be + "@i8mm"])})
+
+
+@pytest.mark.parametrize("cid,family,backend", _KNOWN_PARAMS)
+def test_known_differences(cid, family, backend):
+    """Strict: the difference is still there (when it goes away, the scheme can claim the case)."""
     if _skip_reason(backend):
         pytest.skip(_skip_reason(backend))
     _, tensors, diff, _, aborts = _outcome(family, backend, scheme_of(backend), only=cid)
     assert not aborts and tensors > 0
-    assert diff > 0, f"{cid} now equals tflite-runtime 2.14: drop it from KNOWN_214"
-    pytest.xfail(_known(backend)[cid])
+    assert diff > 0, f"{cid} now equals {backend}: drop it from KNOWN"
+    pytest.xfail(_known(backend)[cid][1])
 
 
 def test_214_differs_from_23():

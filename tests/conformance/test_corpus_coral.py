@@ -3,8 +3,9 @@ tensor equals the runtime's under each TFLite scheme, on x86 and (when the aarch
 available) on ARM64.  What a runtime or scheme cannot run is listed (``EXPECTED``) and checked to fail.
 
 Found with these models: LiteRT derives the multiplier of a uint8 CONV_2D from the float32 product of
-the scales (22 codes of one DeepLabV3 layer differed with the double product), and one-pixel
-convolutions on ARM run the custom NEON GEMV (``gemv_rounding``).
+the scales (22 codes of one DeepLabV3 layer differed with the double product), one-pixel
+convolutions on ARM run the custom NEON GEMV (``gemv_rounding``), and XNNPACK's uint8 convolutions
+on ARM requantize "rndnu" (one rounding).
 """
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ EXPECTED = {
     ("mobilenet_v1_0.25_128_quant.tflite", "tflm"): ("oracle", "TFLite Micro fails to allocate the legacy uint8 model"),
     ("split_concat.tflite", "tflm"): ("oracle", "TFLite Micro fails to allocate the uint8 model"),
     ("deeplabv3_mnv2_dm05_pascal_quant.tflite", "tflm"): ("refinterp", "tflite-micro has no uint8 ADD kernel"),
-    ("deeplabv3_mnv2_dm05_pascal_quant.tflite", "xnnpack-arm64"): (
-        "differs", "XNNPACK's uint8 (QU8) depthwise / conv kernels on ARM requantize with 'rndnu'; not modelled"),
 }
 _ORACLE: dict[str, list] = {}
 
