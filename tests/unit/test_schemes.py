@@ -268,3 +268,18 @@ def test_kernel_reading_an_undeclared_setting_is_a_kernel_author_error():
     sch = Scheme("mem", {"variants": ["_test_undeclared"]})
     with pytest.raises(RuntimeError, match=r"_TestUndeclaredRead.*requant.*does not declare"):
         refinterp.Session(g, sch)
+
+
+def test_duplicate_key_is_refused(tmp_path):
+    """YAML keeps the last of two equal keys silently; a scheme file with a second ``Conv:`` entry is
+    refused with the file and line instead of losing the first entry's settings."""
+    import pytest
+
+    from refinterp.errors import SchemeError
+    from refinterp.schemes.loader import load_scheme
+
+    f = tmp_path / "dup.yaml"
+    f.write_text("name: dup\nextends: tflite-reference\nops:\n  Conv: {requant: {rounding: single}}\n"
+                 "  Conv: {impl: x}\n")
+    with pytest.raises(SchemeError, match=r"dup.yaml:5: not valid YAML \(duplicate key 'Conv'\)"):
+        load_scheme(str(f))
