@@ -26,10 +26,10 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from .float_softmax import mlas_softmax
+from .common import MS
 from ..registry import kernel
 
 F32 = np.float32
-MS = "com.microsoft."
 
 
 @dataclass(frozen=True)

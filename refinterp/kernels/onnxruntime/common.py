@@ -17,6 +17,9 @@ import numpy as np
 from ..registry import Delegate, get, kernel, module_settings, require
 
 
+MS = "com.microsoft."  # the domain prefix of ONNX Runtime's contrib ops in refinterp's op names
+
+
 def is_quantized(t) -> bool:
     return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from ..float.elementwise import erf as float_erf
+from .common import MS
 from ..registry import AttrPlan, attr_plan, kernel
 
 F32 = np.float32
-MS = "com.microsoft."
 
 
 def _attrs(node, ctx) -> AttrPlan:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
+from .common import MS
 from ..registry import kernel
 
 F32 = np.float32
-MS = "com.microsoft."
 
 
 @dataclass(frozen=True)
