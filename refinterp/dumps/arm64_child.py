@@ -34,25 +34,26 @@ def _litert(d: Path, req: dict, feeds: list) -> dict:
         except ValueError:
             continue
     if req["runtime"] == "tflite":
-        for i in _overwritten(it, out):
+        for i in overwritten(it, [int(k) for k in out]):
             out.pop(str(i), None)
     return out
 
 
-def _overwritten(it, held: dict) -> list:
+def overwritten(it, held) -> list:
     """tflite-runtime 2.14 runs residual ADD / MUL in place even with preserve_all_tensors: of the
-    tensors sharing one buffer only the last op's output holds its own values; the others are not
-    dumped (a device dump of such a model could not hold them either)."""
+    tensors ``held`` (indices) of the invoked interpreter ``it`` whose buffers overlap, only the last
+    op's output holds its own values; the others (returned) are not dumped or compared (a device
+    dump of such a model could not hold them either).  Also used by the tests' LiteRT oracle."""
     writer = {}
     for k, op in enumerate(it._get_ops_details()):
         for o in op["outputs"]:
             writer[int(o)] = k
     spans = []
-    for key in held:
-        arr = it.tensor(int(key))()
+    for i in held:
+        arr = it.tensor(i)()
         ptr = arr.__array_interface__["data"][0]
         if ptr and arr.nbytes:
-            spans.append((ptr, ptr + arr.nbytes, int(key)))
+            spans.append((ptr, ptr + arr.nbytes, i))
     spans.sort()
     groups, end = [], -1
     for lo, hi, i in spans:  # overlapping buffers form one group

@@ -43,18 +43,20 @@ def arm64_skip_reason(backend: str) -> str | None:
 
 
 def _child_argv(backend: str) -> tuple[list[str], dict[str, str]]:
-    here = str(Path(__file__).resolve().parent)
-    if OLD_X86.match(backend):
-        from refinterp.dumps.arm64_env import host_site
+    """The child Python and its environment.  The old-runtime children also get refinterp/dumps on
+    their path, for ``arm64_child.overwritten`` (a standalone module: refinterp itself is not
+    importable beside their own NumPy)."""
+    from refinterp.dumps import arm64_env
 
-        return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join([here, str(host_site("tflite-2.14-x86_64"))]))
+    here, dumps = str(Path(__file__).resolve().parent), str(Path(arm64_env.__file__).parent)
+    if OLD_X86.match(backend):
+        return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [here, dumps, str(arm64_env.host_site("tflite-2.14-x86_64"))]))
     m = ARM64.match(backend)
     if m is None:
         return [sys.executable], dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [here,
                                                                              os.environ.get("PYTHONPATH")])))
-    from refinterp.dumps.arm64_env import command
-
-    return command(m.group(3) or "a76", "tflite-2.14" if m.group(2) else "litert-2.3", path=(here,))
+    return arm64_env.command(m.group(3) or "a76", "tflite-2.14" if m.group(2) else "litert-2.3", path=(here, dumps))
 
 
 @dataclass
@@ -65,18 +67,26 @@ class Aborted:
 def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, timeout: float = 300.0):
     if backend not in BACKENDS and not ARM64.match(backend) and not OLD_X86.match(backend):
         raise ValueError(backend)
+    python, env = _child_argv(backend)
+    return run_children(cases, python, env, "import _int_oracle as m, sys; m._child(*sys.argv[1:])", [backend],
+                        f"{backend} oracle", timeout)
+
+
+def run_children(cases: list[tuple[bytes, dict[str, np.ndarray]]], python: list[str], env: dict[str, str],
+                 code: str, args: list[str], label: str, timeout: float) -> list:
+    """Run ``python -c code FOLDER *args START STOP`` until every case is done.  The folder holds
+    m{i}.bin and in{i}.npz / in{i}.json; the child writes out{i}.npz / out{i}.json or err{i}.txt, then
+    done{i}.  A child killed on case k is restarted at k + 1, case k reported as ``Aborted``."""
     results: list = [None] * len(cases)
-    with tempfile.TemporaryDirectory(prefix="int_oracle_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="oracle_") as tmp:
         d = Path(tmp)
         for i, (model, feeds) in enumerate(cases):
-            (d / f"m{i}.tflite").write_bytes(bytes(model))
+            (d / f"m{i}.bin").write_bytes(bytes(model))
             np.savez(d / f"in{i}.npz", **{f"a{j}": np.asarray(v) for j, v in enumerate(feeds.values())})
             (d / f"in{i}.json").write_text(json.dumps(list(feeds)))
         start = 0
-        python, env = _child_argv(backend)
         while start < len(cases):
-            proc = subprocess.run(python + ["-c", "import _int_oracle as m, sys; m._child(*sys.argv[1:])",
-                                   str(d), backend, str(start), str(len(cases))],
+            proc = subprocess.run(python + ["-c", code, str(d), *args, str(start), str(len(cases))],
                                   capture_output=True, text=True, timeout=timeout, env=env)
             done = start
             while done < len(cases) and (d / f"done{done}").exists():
@@ -93,10 +103,10 @@ def run_batch(cases: list[tuple[bytes, dict[str, np.ndarray]]], backend: str, ti
                 sig = proc.returncode
                 what = (f"killed by {signal.Signals(-sig).name}" if sig < 0 else f"exited with status {sig}")
                 tail = " | ".join(line for line in proc.stderr.strip().splitlines()[-3:] if line.strip())
-                results[done] = Aborted(f"{backend} oracle {what}: {tail}")
+                results[done] = Aborted(f"{label} {what}: {tail}")
                 done += 1
             elif done < len(cases):
-                raise RuntimeError(f"oracle child stopped at case {done} without error: {proc.stderr[-500:]}")
+                raise RuntimeError(f"{label} child stopped at case {done} without error: {proc.stderr[-500:]}")
             start = done
     return results
 
@@ -115,13 +125,9 @@ def _names(model: bytes) -> list[str]:
 
 
 def _run_ref(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
-    from litert_oracle import _interpreter_module, run_litert
+    from litert_oracle import run_litert
 
-    res = run_litert(model, feeds, "ref", preserve_all=True)
-    if _interpreter_module().__name__.startswith("tflite_runtime"):
-        for name in _overwritten(model, feeds, "ref"):
-            res.pop(name, None)
-    return res
+    return run_litert(model, feeds, "ref", preserve_all=True)
 
 
 DELEGATED_KEY = "__delegated_ops__"  # xnnpack backend: one uint8 flag per node of the model
@@ -136,9 +142,6 @@ def _run_litert(resolver: str):
         Interpreter = _interpreter_module().Interpreter
 
         res = run_litert(model, feeds, resolver, preserve_all=True)
-        if _interpreter_module().__name__.startswith("tflite_runtime"):
-            for name in _overwritten(model, feeds, resolver):
-                res.pop(name, None)
         if resolver == "xnnpack":
             it = Interpreter(model_content=bytes(model), num_threads=1,
                              experimental_op_resolver_type=_resolver_type(resolver),
@@ -150,50 +153,6 @@ def _run_litert(resolver: str):
             res[DELEGATED_KEY] = np.array([tuple(o["outputs"]) in delegated for o in plain], np.uint8)
         return res
     return run
-
-
-def _overwritten(model: bytes, feeds: dict, resolver: str) -> list[str]:
-    """tflite-runtime 2.14 runs some ops in place (residual ADD, MUL) even with
-    experimental_preserve_all_tensors: tensors that share a buffer hold the values of the LAST op
-    that wrote it.  Names of the tensors whose buffer a later op overwrote (to leave uncompared)."""
-    from litert_oracle import _interpreter_module, _keys, _resolver_type
-
-    it = _interpreter_module().Interpreter(model_content=bytes(model), num_threads=1,
-                                           experimental_op_resolver_type=_resolver_type(resolver),
-                                           experimental_preserve_all_tensors=True)
-    it.allocate_tensors()
-    details = it.get_tensor_details()
-    keys = _keys(details)
-    numeric = {d["index"] for d in details if np.dtype(d["dtype"]).kind in "iuf"}  # not resource / variant
-    writer = {i: -1 for i in keys}
-    for k, op in enumerate(it._get_ops_details()):
-        for o in op["outputs"]:
-            writer[int(o)] = k
-    spans = []
-    for i in sorted(numeric):
-        try:
-            arr = it.tensor(i)()
-        except ValueError:
-            continue
-        ptr = arr.__array_interface__["data"][0]
-        if ptr and arr.nbytes:
-            spans.append((ptr, ptr + arr.nbytes, i))
-    # tensors whose buffers overlap form one group (in-place ops share a buffer, views alias part of one)
-    spans.sort()
-    groups, end = [], -1
-    for lo, hi, i in spans:
-        if lo < end:
-            groups[-1].append(i)
-            end = max(end, hi)
-        else:
-            groups.append([i])
-            end = hi
-    out = []
-    for members in groups:
-        if len(members) > 1:
-            last = max(members, key=lambda i: writer[i])
-            out += [keys[i] for i in members if i != last]
-    return out
 
 
 def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
@@ -221,7 +180,7 @@ def _child(folder: str, backend: str, start: str, stop: str) -> None:
         with np.load(d / f"in{i}.npz", allow_pickle=False) as z:
             feeds = {n: z[f"a{j}"] for j, n in enumerate(names)}
         try:
-            res = run((d / f"m{i}.tflite").read_bytes(), feeds)
+            res = run((d / f"m{i}.bin").read_bytes(), feeds)
             res = {k: v for k, v in res.items() if np.asarray(v).dtype != object}  # resource / variant handles
             np.savez(d / f"out{i}.npz", **{f"a{j}": v for j, v in enumerate(res.values())})
             (d / f"out{i}.json").write_text(json.dumps(list(res)))

@@ -13,13 +13,12 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from tests.conformance._int_oracle import Aborted
+from tests.conformance._int_oracle import run_children
 
 
 def _child(folder: str, start: str, stop: str) -> None:  # runs in the emulated aarch64 Python
@@ -34,7 +33,7 @@ def _child(folder: str, start: str, stop: str) -> None:  # runs in the emulated 
             so = ort.SessionOptions()
             so.log_severity_level = 3
             so.intra_op_num_threads = 1
-            s = ort.InferenceSession((d / f"m{i}.onnx").read_bytes(), so, providers=["CPUExecutionProvider"])
+            s = ort.InferenceSession((d / f"m{i}.bin").read_bytes(), so, providers=["CPUExecutionProvider"])
             outs = [o.name for o in s.get_outputs()]
             vals = s.run(None, feeds)
             np.savez(d / f"out{i}.npz", **{f"a{j}": np.asarray(v) for j, v in enumerate(vals)})
@@ -48,34 +47,8 @@ def run_ort_arm64(cases: list[tuple[bytes, dict]], core: str = "a76", timeout: f
     from refinterp.dumps.arm64_env import command
 
     argv, env = command(core, "litert-2.3", path=(str(Path(__file__).resolve().parents[2]),))
-    results: list = [None] * len(cases)
-    with tempfile.TemporaryDirectory(prefix="ort_arm64_") as tmp:
-        d = Path(tmp)
-        for i, (model, feeds) in enumerate(cases):
-            (d / f"m{i}.onnx").write_bytes(model)
-            np.savez(d / f"in{i}.npz", **{f"a{j}": np.asarray(v) for j, v in enumerate(feeds.values())})
-            (d / f"in{i}.json").write_text(json.dumps(list(feeds)))
-        start = 0
-        while start < len(cases):
-            code = "from tests.conformance._ort_arm64 import _child; import sys; _child(*sys.argv[1:])"
-            proc = subprocess.run(argv + ["-c", code, str(d), str(start), str(len(cases))], env=env,
-                                  capture_output=True, text=True, timeout=timeout)
-            done = start
-            while done < len(cases) and (d / f"done{done}").exists():
-                err = d / f"err{done}.txt"
-                if err.exists():
-                    results[done] = Aborted(err.read_text())
-                else:
-                    with np.load(d / f"out{done}.npz", allow_pickle=False) as z:
-                        names = json.loads((d / f"out{done}.json").read_text())
-                        results[done] = {n: z[f"a{j}"] for j, n in enumerate(names)}
-                done += 1
-            if done < len(cases):
-                tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-                results[done] = Aborted(f"onnxruntime aarch64 child exited with {proc.returncode}: {tail}")
-                done += 1
-            start = done
-    return results
+    return run_children(cases, argv, env, "from tests.conformance._ort_arm64 import _child; import sys; "
+                        "_child(*sys.argv[1:])", [], "onnxruntime aarch64", timeout)
 
 
 def harvest(module) -> list[tuple[str, bytes, dict]]:

@@ -67,6 +67,8 @@ def _resolver_type(resolver: str):
 
 def run_litert(model_bytes: bytes, feeds: Mapping[str, np.ndarray], resolver: str = "opt",
                preserve_all: bool = True) -> dict[str, np.ndarray]:
+    """With the old tflite-runtime package (the 2.14 oracles), tensors a later op overwrote in place
+    are left out (``refinterp/dumps/arm64_child.overwritten``, on the child's path)."""
     it = _interpreter_module().Interpreter(model_content=bytes(model_bytes), num_threads=1,
                      experimental_op_resolver_type=_resolver_type(resolver),
                      experimental_preserve_all_tensors=preserve_all)
@@ -88,11 +90,19 @@ def run_litert(model_bytes: bytes, feeds: Mapping[str, np.ndarray], resolver: st
     it.invoke()
     out: dict[str, np.ndarray] = {}
     wanted = [d["index"] for d in details] if preserve_all else [d["index"] for d in it.get_output_details()]
+    held = []
     for idx in wanted:
         try:
             out[keys[idx]] = np.array(it.get_tensor(idx))
         except ValueError:  # tensor without data (optional/unused)
             continue
+        if out[keys[idx]].dtype.kind in "iuf":
+            held.append(idx)
+    if preserve_all and _interpreter_module().__name__.startswith("tflite_runtime"):
+        from arm64_child import overwritten
+
+        for idx in overwritten(it, held):
+            out.pop(keys[idx], None)
     return out
 
 
