@@ -28,7 +28,7 @@ Neg Cast Shape Constant Expand Where Tile Mean Elu Selu Softplus InstanceNormali
 Floor Ceil Round Sum If Loop Scan DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix
 ConstantOfShape Range NonZero EyeLike OneHot GatherElements GatherND ScatterElements ScatterND Trilu TopK
 Compress ReverseSequence CumSum Hardmax MeanVarianceNormalization LSTM GRU RNN QLinearConv QLinearMatMul
-ConvInteger MatMulInteger DynamicQuantizeLinear NonMaxSuppression Einsum RoiAlign GridSample""".split())
+ConvInteger MatMulInteger DynamicQuantizeLinear NonMaxSuppression Einsum RoiAlign GridSample Dropout""".split())
 
 UNMODELLED_TYPES = {
     TensorProto.BFLOAT16: "bfloat16 tensors are not modelled",
