@@ -156,6 +156,13 @@ def _dropout(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     return [n]
 
 
+@rule("Scatter")
+def _scatter(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
+    """Scatter (deprecated in opset 11) is ScatterElements without a reduction."""
+    n.op = "ScatterElements"
+    return [n]
+
+
 @rule("Upsample")
 def _upsample(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     # Upsample (and Resize-10) index the input with floor(out_index / scale): asymmetric + floor.

@@ -154,6 +154,12 @@ def _mish(plan, x):
     return _back(w * np.tanh(np.logaddexp(w.dtype.type(0), w)), x)
 
 
+@kernel("Swish", "float", prepare=_attrs(alpha=1.0))
+def _swish(plan, x):
+    w = _wide(x)
+    return _back(w * _sigmoid_eval(w * _c(plan.attr("alpha"), w)), x)
+
+
 @kernel("Shrink", "float", prepare=_attrs(bias=0.0, lambd=0.5))
 def _shrink(plan, x):
     w = _wide(x)

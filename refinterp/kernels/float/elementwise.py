@@ -212,6 +212,24 @@ def _not(plan, x):
     return np.logical_not(x)
 
 
+_BITWISE = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
+
+
+def _bitwise(fn):
+    def run(plan, a, b):
+        return _keep(fn(a, np.asarray(b, dtype=a.dtype)), a)
+    return run
+
+
+for _op, _fn in _BITWISE.items():
+    kernel(_op, "float")(_bitwise(_fn))
+
+
+@kernel("BitwiseNot", "float")
+def _bitwise_not(plan, x):
+    return np.invert(x)
+
+
 @kernel("Where", _BOTH)
 def _where(plan, cond, x, y):
     return _keep(np.where(cond.astype(bool), x, y), x)

@@ -202,15 +202,24 @@ def _reverse_sequence(plan, x, sequence_lens):
 
 # -- arithmetic (float only) ---------------------------------------------------------------------
 
-@kernel("CumSum", "float", prepare=_plan)
-def _cumsum(plan, x, axis):
+def _scan(plan, x, axis, fn, identity):
     ax = int(np.asarray(axis).ravel()[0]) % max(x.ndim, 1)
     y = np.flip(x, ax) if int(plan.attr("reverse", 0)) else x
-    c = np.cumsum(y, axis=ax, dtype=x.dtype)
+    c = fn(y, axis=ax, dtype=x.dtype)  # running sum / product in the input type, in axis order
     if int(plan.attr("exclusive", 0)):
-        c = np.concatenate([np.zeros_like(np.take(c, [0], axis=ax)), np.take(c, np.arange(c.shape[ax] - 1), axis=ax)],
-                           axis=ax)
+        first = np.full_like(np.take(c, [0], axis=ax), identity)
+        c = np.concatenate([first, np.take(c, np.arange(c.shape[ax] - 1), axis=ax)], axis=ax)
     return np.flip(c, ax) if int(plan.attr("reverse", 0)) else c
+
+
+@kernel("CumSum", "float", prepare=_plan)
+def _cumsum(plan, x, axis):
+    return _scan(plan, x, axis, np.cumsum, 0)
+
+
+@kernel("CumProd", "float", prepare=_plan)
+def _cumprod(plan, x, axis):
+    return _scan(plan, x, axis, np.cumprod, 1)
 
 
 @kernel("Hardmax", "float", prepare=_plan)

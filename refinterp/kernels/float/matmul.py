@@ -111,3 +111,9 @@ def batch_matmul(plan, a, b):
     if plan.adj_y:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b).astype(odt, copy=False)
+
+
+@kernel("Det", "float")
+def _det(plan, x):
+    """Determinant of the trailing square matrices (LU with partial pivoting in float64, rounded once)."""
+    return np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refinterp.errors import ModelError
 from ..spatial import compute_dtype, out_dtype
 from ..registry import kernel
 
@@ -101,6 +102,37 @@ def layer_normalization(plan, x, scale, bias=None):
     if plan.n_outputs > 1:
         return y, mean, inv
     return y
+
+
+@kernel("RMSNormalization", "float", prepare=_prepare_ln)
+def rms_normalization(plan, x, scale):
+    """x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale, statistics in the stash type."""
+    axis = plan.axis % x.ndim
+    cdt = np.dtype(np.float32) if plan.stash_type == 1 and x.dtype != np.float64 else compute_dtype(x)
+    xc = x.astype(cdt, copy=False)
+    ms = (xc * xc).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
+    y = xc / np.sqrt(ms + cdt.type(plan.epsilon)) * np.asarray(scale, cdt)
+    return y.astype(out_dtype(x), copy=False)
+
+
+@kernel("GroupNormalization", "float")
+def group_normalization(plan, x, scale, bias):
+    """(N, C, ...) split into ``num_groups`` groups of C / G channels; each group normalized over its
+    channels and spatial axes (statistics in float32 for stash_type 1), then per-channel scale / bias."""
+    g = int(plan.attr("num_groups"))
+    n, c = x.shape[:2]
+    if g <= 0 or c % g:
+        raise ModelError(f"{plan.where}: {c} channels not divisible into {g} groups")
+    cdt = np.dtype(np.float32) if int(plan.attr("stash_type", 1)) == 1 and x.dtype != np.float64 \
+        else compute_dtype(x)
+    xg = x.astype(cdt).reshape(n, g, -1)
+    mean = xg.mean(axis=2, keepdims=True)
+    d = xg - mean
+    var = (d * d).mean(axis=2, keepdims=True)
+    y = (d / np.sqrt(var + cdt.type(float(plan.attr("epsilon", 1e-5))))).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    y = y * np.asarray(scale, cdt).reshape(shape) + np.asarray(bias, cdt).reshape(shape)
+    return y.astype(out_dtype(x), copy=False)
 
 
 @kernel("InstanceNormalization", "float")

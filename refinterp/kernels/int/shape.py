@@ -333,3 +333,9 @@ def _cast(plan, x):
         v = x.astype(np.int64) & 0xF
         return (np.where(v >= 8, v - 16, v) if plan.signed else v).astype(dt)
     return x.astype(dt)
+
+
+@kernel("CastLike", "float")
+def _cast_like(plan, x, target):
+    """Cast to ``target``'s element type (its values are not read); Cast's conversion rules."""
+    return _cast(CastPlan(np.asarray(target).dtype), x)
