@@ -65,7 +65,8 @@ def capture_litert(graph: Graph, feed: dict[str, np.ndarray], kind: str) -> dict
     out = {}
     for d in it.get_tensor_details():
         name = names.get(d["index"])
-        if name in wanted:
+        # resource / variant handles hold no values; reading one crashes LiteRT 2.3 (SIGSEGV)
+        if name in wanted and np.dtype(d["dtype"]).kind != "O":
             try:
                 out[name] = np.array(it.get_tensor(d["index"]))
             except ValueError:

@@ -111,6 +111,15 @@ def run_children(cases: list[tuple[bytes, dict[str, np.ndarray]]], python: list[
     return results
 
 
+def _handles(model: bytes) -> set[int]:
+    """Subgraph 0's RESOURCE / VARIANT tensors: handles, no values (reading one crashes TFLite Micro)."""
+    from ai_edge_litert import schema_py_generated as fb
+
+    sg = fb.Model.GetRootAs(model, 0).Subgraphs(0)
+    kinds = (fb.TensorType.RESOURCE, fb.TensorType.VARIANT)
+    return {i for i in range(sg.TensorsLength()) if sg.Tensors(i).Type() in kinds}
+
+
 def _names(model: bytes) -> list[str]:
     from ai_edge_litert import schema_py_generated as fb
 
@@ -164,7 +173,10 @@ def _run_tflm(model: bytes, feeds: dict) -> dict[str, np.ndarray]:
         it.set_input(np.ascontiguousarray(v), j)
     it.invoke()
     out = {}
+    handles = _handles(model)
     for i, name in enumerate(_names(model)):
+        if i in handles:
+            continue
         t = it.GetTensor(i, 0)
         if isinstance(t, dict) and t.get("tensor_data") is not None:
             out[name] = np.array(t["tensor_data"])

@@ -91,7 +91,10 @@ def run_litert(model_bytes: bytes, feeds: Mapping[str, np.ndarray], resolver: st
     out: dict[str, np.ndarray] = {}
     wanted = [d["index"] for d in details] if preserve_all else [d["index"] for d in it.get_output_details()]
     held = []
+    kinds = {d["index"]: np.dtype(d["dtype"]).kind for d in details}
     for idx in wanted:
+        if kinds.get(idx) == "O":
+            continue  # resource / variant handles: reading one crashes LiteRT 2.3 (SIGSEGV)
         try:
             out[keys[idx]] = np.array(it.get_tensor(idx))
         except ValueError:  # tensor without data (optional/unused)

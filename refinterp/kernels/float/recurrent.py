@@ -36,10 +36,15 @@ _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 _DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 
 
+def _sigmoid(x):
+    with np.errstate(over="ignore"):  # exp(-x) -> inf for x < -88 (float32) gives the exact limit 0
+        return 1.0 / (1.0 + np.exp(-x))
+
+
 def _activation(name: str, alpha, beta):
     n = name.lower()
     if n == "sigmoid":
-        return lambda x: 1.0 / (1.0 + np.exp(-x))
+        return _sigmoid
     if n == "tanh":
         return np.tanh
     if n == "relu":

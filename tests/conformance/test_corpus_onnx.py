@@ -1,0 +1,84 @@
+"""Published float ONNX models (tests/corpus/onnx_published): Silero VAD (opset 15, and its float16
+export) and PaddleOCR's text-direction classifier, against ONNX Runtime's CPU EP.
+
+Every tensor ONNX Runtime exposes is compared (each node output of the main graph made a graph
+output; tensors inside If branches stay internal), within float tolerance: these are float models,
+where summation order legitimately differs (rtol 1e-4, atol 1e-5 of the tensor's magnitude).  Silero
+VAD streams: its state output is fed back for four consecutive 512-sample windows, so the carried state
+is checked too.  The models exercise exporter output: shape subgraphs on dynamic batch / sequence
+(Shape, Gather, ConstantOfShape, Equal, If on the sample rate), STFT by Conv, float16 casts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+
+import refinterp  # noqa: E402
+from refinterp.loaders.onnx_dump_io import model_with_all_outputs  # noqa: E402
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "onnx_published"
+SCHEMES = ("float32", "onnx-reference", "onnxruntime-cpu")
+STEPS = 4
+
+
+def _silero_feeds(with_sr: bool):
+    def make(k: int, state):
+        rng = np.random.default_rng(k)
+        audio = (np.sin(np.arange(512) * (0.05 + 0.02 * k)) * 0.3 + rng.normal(0, 0.05, 512)).astype(np.float32)
+        feed = {"input": audio[None], "state": state}
+        if with_sr:
+            feed["sr"] = np.array(16000, np.int64)
+        return feed
+    return make
+
+
+MODELS = {
+    "silero_vad_16k_op15.onnx": (_silero_feeds(True), STEPS),
+    "silero_vad_half.onnx": (_silero_feeds(False), STEPS),
+    "ch_ppocr_mobile_v2.0_cls_infer.onnx": (
+        lambda k, state: {"x": np.random.default_rng(k).uniform(-1, 1, (2, 3, 48, 192)).astype(np.float32)}, 1),
+}
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    if want.dtype.kind not in "fc":
+        return np.array_equal(got, want)
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    return np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_published_onnx_model(name, scheme):
+    path = CORPUS / name
+    make, steps = MODELS[name]
+    data, names = model_with_all_outputs(path)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # no fused tensors renamed away
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    g = refinterp.load(path)
+    ours_s = refinterp.Session(g, scheme)
+    state = np.zeros((2, 1, 128), np.float32)
+    compared = 0
+    bad: list[str] = []
+    for k in range(steps):
+        feed = make(k, state)
+        outs = [o.name for o in sess.get_outputs()]
+        want = dict(zip(outs, sess.run(outs, feed)))
+        got = ours_s.run(feed, capture="all")
+        for t, w in want.items():
+            if t not in got:
+                continue
+            v = np.asarray(got[t])
+            compared += 1
+            if v.shape != w.shape or not _close(v, np.asarray(w)):
+                bad.append(f"step {k} {t}")
+        if "stateN" in want:
+            state = want["stateN"]
+    print(f"\n{name} [{scheme}]: {compared} tensors over {steps} step(s), {len(bad)} outside tolerance")
+    assert compared >= 10 and not bad, bad[:10]
+    assert all(o in want for o in g.outputs)
