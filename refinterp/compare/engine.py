@@ -181,8 +181,12 @@ class Differ:
         self.reference_samples: list[dict[str, np.ndarray]] = []
 
     def _order(self) -> list[str]:
+        """Every value tensor in execution order (resource / variant handles hold no values)."""
         seen, out = set(), []
         for n in list(self.graph.inputs) + [o for nd in self.graph.nodes for o in nd.outputs if o]:
+            info = self.graph.tensors.get(n)
+            if info is not None and info.dtype in ("resource", "variant"):
+                continue
             if n not in seen:
                 seen.add(n)
                 out.append(n)

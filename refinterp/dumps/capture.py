@@ -86,8 +86,8 @@ def capture_tflm(graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndar
     out = {}
     for name in _order(graph):
         info = graph.tensors[name]
-        if info.index is None:
-            continue
+        if info.index is None or info.dtype in ("resource", "variant"):
+            continue  # handles hold no values; reading one crashes TFLite Micro (SIGSEGV)
         v = it.GetTensor(info.index, 0)
         if isinstance(v, dict):
             v = v.get("tensor_data", v.get("data"))

@@ -119,3 +119,20 @@ def test_one_step_every_tensor(name, backend):
     tensors, diff, notes = compare(res, ours)
     print(f"\n{name} [{ONE_STEP[backend]}] vs {backend}: {tensors} tensors, {diff} differing")
     assert tensors >= 30 and diff == 0, "; ".join(n for n in notes if "missing" not in n)[:600]
+
+
+@pytest.mark.parametrize("runtime", ["litert-ref", "litert-xnnpack", "tflm"])
+def test_capture_then_diff(runtime, tmp_path):
+    """The CLI on a model with resource handles: the capture used to die (SIGSEGV) reading them, and
+    diff listed them as missing tensors."""
+    model = CORPUS / "okay_nabu.tflite"
+    dump = tmp_path / "d.npz"
+    cli = [sys.executable, "-m", "refinterp"]
+    r = subprocess.run(cli + ["capture", "--runtime", runtime, "--random-inputs", "0", "--out", str(dump), str(model)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"capture exit {r.returncode}: {r.stderr[-800:]}"
+    scheme = {"litert-ref": "tflite-reference", "litert-xnnpack": "tflite-xnnpack", "tflm": "tflite-micro"}[runtime]
+    r = subprocess.run(cli + ["diff", str(model), "--against", str(dump), "--scheme", scheme],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    assert "52 model tensors (exact 52)" in r.stdout, r.stdout[-800:]
