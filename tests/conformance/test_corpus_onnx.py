@@ -1,5 +1,6 @@
 """Published float ONNX models (tests/corpus/onnx_published): Silero VAD (opset 15, and its float16
-export) and PaddleOCR's text-direction classifier, against ONNX Runtime's CPU EP.
+export) and PaddleOCR's text-direction classifier, and Spotify's Basic Pitch (tests/corpus/basic_pitch,
+tf2onnx output with an unknown batch dimension), against ONNX Runtime's CPU EP.
 
 Every tensor ONNX Runtime exposes is compared (each node output of the main graph made a graph
 output; tensors inside If branches stay internal), within float tolerance: these are float models,
@@ -20,7 +21,8 @@ ort = pytest.importorskip("onnxruntime")
 import refinterp  # noqa: E402
 from refinterp.loaders.onnx_dump_io import model_with_all_outputs  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "onnx_published"
+ROOT = Path(__file__).resolve().parents[1] / "corpus"
+CORPUS = ROOT / "onnx_published"
 SCHEMES = ("float32", "onnx-reference", "onnxruntime-cpu")
 STEPS = 4
 
@@ -41,14 +43,23 @@ MODELS = {
     "silero_vad_half.onnx": (_silero_feeds(False), STEPS),
     "ch_ppocr_mobile_v2.0_cls_infer.onnx": (
         lambda k, state: {"x": np.random.default_rng(k).uniform(-1, 1, (2, 3, 48, 192)).astype(np.float32)}, 1),
+    "../basic_pitch/nmp.onnx": (
+        lambda k, state: {"serving_default_input_2:0":
+                          np.random.default_rng(k).uniform(-0.5, 0.5, (2, 43844, 1)).astype(np.float32)}, 1),
 }
 
 
-def _close(got: np.ndarray, want: np.ndarray) -> bool:
+# Basic Pitch takes the log of its CQT power, whose values reach 1.5e-8 after cancellation in a long
+# float conv: summation-order differences of ~1e-7 relative there become 1e-4 of the log spectrum
+# (measured 9e-5 against ONNX Runtime and LiteRT); every other model stays within 1e-5.
+LOOSE = {"../basic_pitch/nmp.onnx": 3e-4}
+
+
+def _close(got: np.ndarray, want: np.ndarray, atol: float) -> bool:
     if want.dtype.kind not in "fc":
         return np.array_equal(got, want)
     scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
-    return np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-4, atol=1e-5 * scale)
+    return np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-4, atol=atol * scale)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -75,7 +86,7 @@ def test_published_onnx_model(name, scheme):
                 continue
             v = np.asarray(got[t])
             compared += 1
-            if v.shape != w.shape or not _close(v, np.asarray(w)):
+            if v.shape != w.shape or not _close(v, np.asarray(w), LOOSE.get(name, 1e-5)):
                 bad.append(f"step {k} {t}")
         if "stateN" in want:
             state = want["stateN"]

@@ -1,7 +1,10 @@
-"""Published MediaPipe float16 / float32 models (tests/corpus/mediapipe, from the mediapipe 0.10.14 wheel)
-against LiteRT: BlazeFace short-range face detection and its full-range variant with sparse weights
-(DENSIFY), selfie segmentation (the ``Convolution2DTransposeBias`` custom op, bilinear resize, hard-swish)
-and the holistic hand re-crop network (PRELU).  float16 weights reach the graph through DEQUANTIZE.
+"""Published float16 / float32 TFLite models against LiteRT: MediaPipe's (tests/corpus/mediapipe, from the
+mediapipe 0.10.14 wheel) BlazeFace short-range face detection and its full-range variant with sparse
+weights (DENSIFY), selfie segmentation (the ``Convolution2DTransposeBias`` custom op, bilinear resize,
+hard-swish), the holistic hand re-crop network (PRELU); Spotify's Basic Pitch note transcription
+(tests/corpus/basic_pitch), whose input has an unknown batch dimension (SHAPE -> STRIDED_SLICE -> PACK
+-> RESHAPE subgraphs), with a log-magnitude CQT front end.  float16 weights reach the graph through
+DEQUANTIZE.
 
 Every activation tensor is compared within float tolerance (scaled error 1e-5: these are float
 kernels, where summation order legitimately differs).  Tensors computed from constants alone (the
@@ -21,15 +24,20 @@ pytest.importorskip("ai_edge_litert")
 import refinterp  # noqa: E402
 from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "mediapipe"
-MODELS = sorted(p.name for p in CORPUS.glob("*.tflite"))
+ROOT = Path(__file__).resolve().parents[1] / "corpus"
+PATHS = {p.name: p for folder in ("mediapipe", "basic_pitch") for p in sorted((ROOT / folder).glob("*.tflite"))}
+MODELS = list(PATHS)
 BACKENDS = ("ref", "opt", "xnnpack")
 REFUSED = {("selfie_segmentation.tflite", "ref"), ("selfie_segmentation.tflite", "opt")}
+# Basic Pitch: the log of a CQT power reaching 1.5e-8 (test_corpus_onnx.LOOSE): measured 9e-5
+LOOSE = {"nmp.tflite": 3e-4}
 _ORACLE: dict[str, list] = {}
 
 
 def _feed(g) -> dict[str, np.ndarray]:
-    return {n: np.random.default_rng(0).uniform(-1, 1, g.tensors[n].shape).astype(np.float32) for n in g.inputs}
+    """Uniform [-1, 1) per input; an unknown (batch) dimension becomes 1."""
+    return {n: np.random.default_rng(0).uniform(-1, 1, [d or 1 for d in g.tensors[n].shape]).astype(np.float32)
+            for n in g.inputs}
 
 
 def _constant_derived(g) -> set[str]:
@@ -45,7 +53,7 @@ def _constant_derived(g) -> set[str]:
 @pytest.mark.parametrize("name", MODELS)
 def test_mediapipe_model(name, backend):
     if backend not in _ORACLE:
-        _ORACLE[backend] = run_batch([((CORPUS / m).read_bytes(), _feed(refinterp.load(CORPUS / m))) for m in MODELS],
+        _ORACLE[backend] = run_batch([(PATHS[m].read_bytes(), _feed(refinterp.load(PATHS[m]))) for m in MODELS],
                                      backend)
     res = _ORACLE[backend][MODELS.index(name)]
     if (name, backend) in REFUSED:
@@ -53,7 +61,7 @@ def test_mediapipe_model(name, backend):
             f"LiteRT {backend} now runs {name}: drop it from REFUSED"
         pytest.xfail("finding: LiteRT's built-in resolvers refuse the Convolution2DTransposeBias custom op")
     assert not isinstance(res, Aborted), f"finding: {backend} failed on {name}: {res.message}"
-    g = refinterp.load(CORPUS / name)
+    g = refinterp.load(PATHS[name])
     ours = refinterp.Session(g, "float32").run(_feed(g), capture="all")
     skip = _constant_derived(g)
     compared, bad = 0, []
@@ -67,7 +75,7 @@ def test_mediapipe_model(name, backend):
             continue
         scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
         err = float(np.max(np.abs(v.astype(np.float64) - w))) / scale if w.size else 0.0
-        if not err <= 1e-5:
+        if not err <= LOOSE.get(name, 1e-5):
             bad.append(f"{k}: scaled error {err:.2e}")
     print(f"\n{name} [float32] vs LiteRT {backend}: {compared} activation tensors, {len(bad)} outside tolerance")
     assert compared >= 30 and not bad, bad[:5]
