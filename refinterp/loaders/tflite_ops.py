@@ -148,14 +148,26 @@ def _depthwise(ctx: OpContext) -> Result:
 
 
 def _transpose_conv(ctx: OpContext) -> Result:
-    out_shape = ctx.need_const(0, "output_shape")
+    """output_shape is normally a constant.  Computed (per-layer extractions feed it as a graph input):
+    the output tensor's declared static shape gives the geometry, and the run-time value stays a fourth
+    input the kernel checks against it."""
+    out_shape = ctx.const(0)
+    runtime = []
+    if out_shape is None:
+        declared = ctx.shape_of(ctx.outputs[0]) if ctx.outputs else None
+        if declared is None or len(declared) != 4 or any(d is None or d < 0 for d in declared):
+            ctx.need_const(0, "output_shape")  # raises: no static output shape to fall back on
+        out_shape = np.asarray(declared)
+        runtime = [ctx.inputs[0]]
     w = ctx.shape(1)
     a = _spatial(ctx, {"weight_layout": "OHWI", "dilations": [1, 1], "group": 1,
                        "output_shape": [int(v) for v in np.asarray(out_shape).ravel()[1:3]]})
+    if runtime:
+        a["declared_output"] = [int(v) for v in np.asarray(out_shape).ravel()]
     if w is not None and len(w) == 4:
         a["kernel_shape"] = [int(w[1]), int(w[2])]
     bias = ctx.inputs[3] if len(ctx.inputs) > 3 else ""
-    return "ConvTranspose", [ctx.inputs[2], ctx.inputs[1], bias], a
+    return "ConvTranspose", [ctx.inputs[2], ctx.inputs[1], bias] + runtime, a
 
 
 def _pool(op: str) -> Callable[[OpContext], Result]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refinterp.errors import ModelError
+from refinterp.errors import InputError, ModelError
 from ..spatial import compute_dtype, from_channels_last, ints, out_dtype, to_channels_last
 from ..registry import kernel
 
@@ -33,6 +33,9 @@ class ConvTransposePlan:
     output_padding: tuple[int, ...] | None
     output_shape: tuple[int, ...] | None
     auto_pad: str
+    # TFLite TRANSPOSE_CONV whose output_shape is a run-time tensor: the shape the model declares for
+    # the output (the kernel runs that geometry and refuses a run-time value that differs)
+    declared_output: tuple[int, ...] | None = None
 
 
 def _tup(v):
@@ -45,7 +48,17 @@ def _prepare(node, ctx) -> ConvTransposePlan:
     return ConvTransposePlan(node.name, layout, a.get("weight_layout") or (
         "OHWI" if layout == "NHWC" else "OIHW"), int(a.get("group", 1) or 1), _tup(a.get("strides")),
         _tup(a.get("dilations")), _tup(a.get("pads")), _tup(a.get("output_padding")),
-        _tup(a.get("output_shape")), str(a.get("auto_pad", "NOTSET") or "NOTSET"))
+        _tup(a.get("output_shape")), str(a.get("auto_pad", "NOTSET") or "NOTSET"), _tup(a.get("declared_output")))
+
+
+def check_output_shape(plan: ConvTransposePlan, given) -> None:
+    """A run-time output_shape input must equal the declared output shape the plan was built for."""
+    if given is None or plan.declared_output is None:
+        return
+    got = tuple(int(v) for v in np.asarray(given).ravel())
+    if got != plan.declared_output:
+        raise InputError(f"node '{plan.name}': run-time output_shape {list(got)} differs from the model's declared "
+                         f"output shape {list(plan.declared_output)}; only the declared geometry is supported")
 
 
 def _weights(w: np.ndarray, plan: ConvTransposePlan, group: int, nsp: int) -> np.ndarray:
@@ -95,7 +108,8 @@ def _geometry(plan: ConvTransposePlan, in_sizes, kshape, nsp):
 
 
 @kernel("ConvTranspose", "float", prepare=_prepare)
-def conv_transpose(plan: ConvTransposePlan, x, w, b=None):
+def conv_transpose(plan: ConvTransposePlan, x, w, b=None, output_shape=None):
+    check_output_shape(plan, output_shape)
     cdt = compute_dtype(x)
     nsp = x.ndim - 2
     xc = to_channels_last(x, plan.layout).astype(cdt, copy=False)

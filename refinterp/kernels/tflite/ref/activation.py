@@ -109,10 +109,12 @@ def _relux(plan, x):
 
 # --- LEAKY_RELU -------------------------------------------------------------------------------
 
-# ``impl`` of LEAKY_RELU with a negative alpha: ``abs_negate`` (LiteRT 2.3: multiply by |M|, negate the
-# result) | ``signed`` (tflite-runtime 2.14 on aarch64: the negative multiplier itself, so ties of the
-# negative branch round the other way)
-LEAKY_IMPLS = ("abs_negate", "signed")
+# ``impl`` of LEAKY_RELU: ``abs_negate`` (LiteRT 2.3: float32 multipliers; a negative alpha multiplies
+# by |M| and negates the result) | ``signed`` (tflite-runtime 2.14 on aarch64: the negative multiplier
+# itself, so ties of the negative branch round the other way) | ``float64`` (TFLite Micro, measured on
+# int16 SEANet layers: abs_negate with both multipliers derived in double, sx / so and sx * alpha / so;
+# the float32 quotient moves a tie by one code on about 1 element in 5000)
+LEAKY_IMPLS = ("abs_negate", "signed", "float64")
 
 
 def prepare_leaky(node, ctx):
@@ -121,12 +123,17 @@ def prepare_leaky(node, ctx):
     dtype, sx, zx, so, zo = _io(node, ctx)
     _need_zero_zp(node, dtype, zx, zo)
     alpha = _F(node.attrs.get("alpha", 0.01))
-    Ma, sa = quantize_multiplier(float(_F(_F(sx * alpha) / so)))
-    Mi, si = quantize_multiplier(float(_F(sx / so)))
+    how = impl(ctx, LEAKY_IMPLS, "abs_negate")
+    if how == "float64":
+        Ma, sa = quantize_multiplier(float(sx) * float(alpha) / float(so))
+        Mi, si = quantize_multiplier(float(sx) / float(so))
+    else:
+        Ma, sa = quantize_multiplier(float(_F(_F(sx * alpha) / so)))
+        Mi, si = quantize_multiplier(float(_F(sx / so)))
     r = rounding(ctx)
     v = _codes(dtype) - zx
     neg = -1 if Ma < 0 else 1
-    if impl(ctx, LEAKY_IMPLS, "abs_negate") == "signed":
+    if how == "signed":
         neg, Ma_used = 1, Ma
     else:
         Ma_used = abs(Ma)

@@ -177,7 +177,8 @@ def prepare_tconv(node, ctx, **kw):
 
 
 @kernel("ConvTranspose", VARIANT, prepare=prepare_tconv)
-def qconv_transpose(plan: QConvPlan, x, w, b=None):
+def qconv_transpose(plan: QConvPlan, x, w, b=None, output_shape=None):
     """TFLite TRANSPOSE_CONV: scatter-accumulate (x - zx) * w, crop, + bias, requantize."""
+    _ftconv.check_output_shape(plan.fplan, output_shape)
     xf = np.asarray(x).astype(np.float64) - plan.zx
     return finish(plan, _ftconv.conv_transpose(plan.fplan, xf, _weights(plan, w), None))
