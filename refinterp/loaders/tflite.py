@@ -30,7 +30,7 @@ from tflite.utils import BUILTIN_OPCODE2NAME
 from ..errors import ModelError, RefinterpError, ResourceError
 from ..ir import Graph, Node, QuantParams, TensorInfo
 from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
-from . import tflite_sparse
+from . import tflite_blockwise, tflite_sparse
 from .tflite_ops import OpContext, convert, decode_options
 from .tflite_ops_index import detection_options, link_subgraphs
 
@@ -107,6 +107,7 @@ class _Reader:
         tensors: dict[str, TensorInfo] = {}
         self.names: list[str] = []
         self.int4: list[str] = []
+        self.blockwise: dict[str, tuple[int, int]] = {}  # tensor -> (scales tensor index, block size)
         self.variables: list[str] = []
         self.state_updates: dict[str, str] = {}  # variable tensor -> the node output with its new value
         for i in range(ntens):
@@ -205,6 +206,10 @@ class _Reader:
 
     def quant(self, q: Any, name: str, shape: tuple[int, ...]) -> QuantParams | None:
         if q is None:
+            return None
+        bw = tflite_blockwise.details(q, name, self.fail)
+        if bw is not None:  # scales in another tensor: attached to the consuming node (operator())
+            self.blockwise[name] = bw
             return None
         scale = _vec(q.ScaleAsNumpy())
         if scale.size == 0:
@@ -347,6 +352,8 @@ class _Reader:
             self.tensors.update({t.name: t for t in derived})
         ctx = OpContext(bname, node_name, opts, ins, outs, shape_of, const_of, new_const, self.where)
         canon, new_ins, attrs = convert(ctx)
+        new_ins, attrs = tflite_blockwise.attach(bname, node_name, canon, list(new_ins), dict(attrs),
+                                                 self.blockwise, self.tensor_name, self.where)
         for t in derived:
             self.tensors[t.name] = t
         attrs = dict(attrs)

@@ -165,6 +165,8 @@ def _is_hybrid_node(node, graph) -> bool:
     quantized integer input (int8 weights with scales)."""
     if graph is None or not _is_float_node(node, graph):
         return False
+    if node.attrs.get("blockwise"):  # a blockwise int4 filter (its scales are a separate tensor)
+        return True
     consts = [t for t in (graph.tensors.get(n) for n in node.inputs if n) if t is not None and t.const is not None]
     return any(_is_quant_int(t) for t in consts)
 

@@ -1,7 +1,8 @@
 """Published float16 / float32 TFLite models against LiteRT: MediaPipe's (tests/corpus/mediapipe, from the
 mediapipe 0.10.14 wheel) BlazeFace short-range face detection and its full-range variant with sparse
 weights (DENSIFY), selfie segmentation (the ``Convolution2DTransposeBias`` custom op, bilinear resize,
-hard-swish), the holistic hand re-crop network (PRELU); Spotify's Basic Pitch note transcription
+hard-swish), the holistic hand re-crop network (PRELU); torchaudio's Conformer encoder (LiteRT's test
+data: self-attention with a padding mask, depthwise conv module, SELECT_V2); Spotify's Basic Pitch note transcription
 (tests/corpus/basic_pitch), whose input has an unknown batch dimension (SHAPE -> STRIDED_SLICE -> PACK
 -> RESHAPE subgraphs), with a log-magnitude CQT front end.  float16 weights reach the graph through
 DEQUANTIZE.
@@ -26,6 +27,7 @@ from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "corpus"
 PATHS = {p.name: p for folder in ("mediapipe", "basic_pitch") for p in sorted((ROOT / folder).glob("*.tflite"))}
+PATHS["torchaudio_conformer.tflite"] = ROOT / "litert_testdata" / "torchaudio_conformer.tflite"
 MODELS = list(PATHS)
 BACKENDS = ("ref", "opt", "xnnpack")
 REFUSED = {("selfie_segmentation.tflite", "ref"), ("selfie_segmentation.tflite", "opt")}
@@ -35,9 +37,15 @@ _ORACLE: dict[str, list] = {}
 
 
 def _feed(g) -> dict[str, np.ndarray]:
-    """Uniform [-1, 1) per input; an unknown (batch) dimension becomes 1."""
-    return {n: np.random.default_rng(0).uniform(-1, 1, [d or 1 for d in g.tensors[n].shape]).astype(np.float32)
-            for n in g.inputs}
+    """Uniform [-1, 1) per float input, 80% true per bool input (a padding mask); an unknown (batch)
+    dimension becomes 1."""
+    out = {}
+    for n in g.inputs:
+        t = g.tensors[n]
+        shape = [d or 1 for d in t.shape]
+        rng = np.random.default_rng(0)
+        out[n] = rng.random(shape) < 0.8 if t.dtype == "bool" else rng.uniform(-1, 1, shape).astype(np.float32)
+    return out
 
 
 def _constant_derived(g) -> set[str]:

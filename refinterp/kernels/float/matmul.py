@@ -38,6 +38,7 @@ class GemmPlan:
 class FullyConnectedPlan:
     keep_num_dims: bool
     name: str
+    w: np.ndarray | None = None  # a blockwise-quantized filter, dequantized once (float32)
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,22 @@ def gemm(plan, a, b, c=None):
 
 
 def _prepare_fc(node, ctx) -> FullyConnectedPlan:
-    return FullyConnectedPlan(bool(node.attrs.get("keep_num_dims", False)), node.name)
+    w = None
+    if node.attrs.get("blockwise"):
+        from ..tflite.hybrid.blockwise import dequantize
+
+        w = dequantize(node, ctx)
+    return FullyConnectedPlan(bool(node.attrs.get("keep_num_dims", False)), node.name, w)
 
 
 @kernel("FullyConnected", "float", prepare=_prepare_fc)
-def fully_connected(plan, x, w, b=None):
+def fully_connected(plan, x, w, b=None, scales=None):
     """TFLite FULLY_CONNECTED: x viewed as [-1, I] (I = w.shape[1]); y = x @ w.T + bias.
 
     keep_num_dims keeps x's leading dims (output x.shape[:-1] + (O,)), else the output is [-1, O].
     """
+    if plan.w is not None:
+        w = plan.w
     cdt = compute_dtype(x)
     n_in = w.shape[1]
     if x.size % n_in:

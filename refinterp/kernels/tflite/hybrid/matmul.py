@@ -29,6 +29,7 @@ import numpy as np
 from refinterp.errors import ModelError, UnsupportedOpError
 from refinterp.quant.fixedpoint import wrap_int32
 from .common import F32, act_range, clamp, filter_of, float_bias
+from . import blockwise
 from .quantize import quantize_rows
 from ...registry import kernel
 
@@ -72,8 +73,22 @@ def wrap32(a: np.ndarray) -> np.ndarray:
     return wrap_int32(a).astype(np.int32)
 
 
-@kernel("FullyConnected", VARIANTS, prepare=_prepare_fc)
-def hybrid_fully_connected(plan: HybridFCPlan, x, w=None, b=None):
+def _prepare_fc_ref(node, ctx):
+    if node.attrs.get("blockwise"):
+        blockwise.refuse(node, "LiteRT's reference resolver has no blockwise path (it outputs zeros: "
+                               "tests/conformance/test_tflite_blockwise.py)")
+    return _prepare_fc(node, ctx)
+
+
+def _prepare_fc_opt(node, ctx):
+    return blockwise.prepare_opt(node, ctx) if node.attrs.get("blockwise") else _prepare_fc(node, ctx)
+
+
+@kernel("FullyConnected", "tflite_hybrid_ref", prepare=_prepare_fc_ref)
+@kernel("FullyConnected", "tflite_hybrid_opt", prepare=_prepare_fc_opt)
+def hybrid_fully_connected(plan: HybridFCPlan, x, w=None, b=None, scales=None):
+    if isinstance(plan, blockwise.BlockwiseFCPlan):
+        return blockwise.run_opt(plan, x)
     x = np.asarray(x, F32)
     k = plan.w.shape[1]
     if x.size % k:

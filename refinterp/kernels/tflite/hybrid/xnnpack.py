@@ -26,6 +26,7 @@ import numpy as np
 
 from refinterp.errors import ModelError
 from ...float import conv as float_conv
+from . import blockwise
 from .common import F32, clamp
 from .conv import HybridConvPlan, _prepare as _prepare_conv
 from .matmul import _prepare_bmm, _prepare_fc, wrap32
@@ -73,7 +74,11 @@ def fma_f32(a, b, c) -> np.ndarray:
 
 def _always_asymmetric(prepare):
     """The built-in plan with ``asymmetric`` forced on (XNNPACK ignores the option)."""
-    return lambda node, ctx: replace(prepare(node, ctx), asymmetric=True)
+    def run(node, ctx):
+        if node.attrs.get("blockwise"):
+            blockwise.refuse(node, "XNNPACK's qd8-f32-qb4w GEMM is not modelled")
+        return replace(prepare(node, ctx), asymmetric=True)
+    return run
 
 
 @kernel("FullyConnected", VARIANT, prepare=_always_asymmetric(_prepare_fc))

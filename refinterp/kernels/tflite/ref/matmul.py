@@ -152,8 +152,13 @@ class QBMMPlan:
     # int8 x int8: int32 accumulator (scheme ``accumulator`` overflow); int16 lhs (16x8): int64, exact
     # (LiteRT ``BatchMatMul<int16_t, int64_t>``: K = 256 full-scale products reach 2^38)
     acc32: bool = True
+    # per-channel operand: LiteRT reads the legacy per-tensor params, which are scale 0 for a tensor
+    # with several scales, so the multiplier is 0 and every output is the output zero point (clamped)
+    constant: int | None = None
 
     def describe(self) -> dict:
+        if self.constant is not None:
+            return {"output": f"constant {self.constant} (per-channel operand: LiteRT's multiplier is 0)"}
         d = {"zero_points": [self.za, self.zb], **self.requant.describe(),
              "accumulator": "int32" if self.acc32 else "int64"}
         return {"executed_by": self.executed_by, **d} if self.executed_by else d
@@ -163,8 +168,12 @@ def prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
     a = _need_quant(ctx, 0, "lhs")
     b = _need_quant(ctx, 1, "rhs")
     out = ctx.outputs[0]
-    eff = eff_fn(a.quant.scale[0], b.quant.scale[:1], out.quant.scale[0])[0]
     lo, hi = qrange(out.dtype)
+    if a.quant.scale.size > 1 or b.quant.scale.size > 1:
+        zo = int(np.clip(int(out.quant.zero_point[0]), lo, hi))
+        return QBMMPlan(bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False)), 0, 0,
+                        None, {}, constant=zo)
+    eff = eff_fn(a.quant.scale[0], b.quant.scale[:1], out.quant.scale[0])[0]
     rounding = rounding_of(ctx.settings)
     if out.dtype == "int16" and not rounding.is_float:
         rounding = Rounding.parse((ctx.settings.get("requant") or {}).get("rounding64", "mbqm64"))
@@ -176,6 +185,11 @@ def prepare_bmm(node, ctx, eff_fn=effective_scale_f32_product) -> QBMMPlan:
 
 @kernel("BatchMatMul", VARIANT, prepare=prepare_bmm)
 def qbatch_matmul(plan: QBMMPlan, a, b):
+    if plan.constant is not None:
+        sa = np.shape(a)[:-2] + ((np.shape(a)[-1],) if plan.adj_x else (np.shape(a)[-2],))
+        sb = np.shape(b)[:-2] + ((np.shape(b)[-2],) if plan.adj_y else (np.shape(b)[-1],))
+        shape = np.broadcast_shapes(sa[:-1], sb[:-1]) + (sa[-1], sb[-1])
+        return np.full(shape, plan.constant, dtype=np.asarray(a).dtype)
     y = fast_bmm(plan, a, b) if _FAST else None
     if y is not None:
         return y
