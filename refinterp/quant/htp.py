@@ -35,7 +35,12 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
 
     which is ``bias`` or one step toward zero (ties of the float32 division).  With per-channel
     weights the HTP's per-channel bias differs from this rule on about one channel in five (one step
-    toward zero): not characterised yet.
+    toward zero): not characterised yet.  Measured so far (M = 1, every channel with the same weight
+    scale, bias codes -60..59, bias scale f32(s_x * s_w)): the bias comes out as ``b`` or one step
+    toward zero, on a set of ``b`` that is symmetric in sign, not invariant under doubling (s_w = 0.001:
+    |b| in {1, 7, 14, 28, 49, 56, 59}; s_w = 0.0031: 65 of 120 codes), and that no single float32
+    denominator reproduces in trunc(f32(f32(b * s_b) / d)) (searched +-3000 ulps around s_b); with
+    mixed per-channel scales a channel's bias can also move one step away from zero or by up to 3.
 
     For k > 0 the low k bits of the accumulator are dropped and replaced by the middle of the dropped
     range (the ``+ 1/2``); for k <= 0 the same expression adds 2^(k-1) to the accumulator.  The
