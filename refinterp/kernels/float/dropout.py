@@ -26,7 +26,12 @@ def _training(plan, ratio, training_mode) -> tuple[bool, float]:
 
 
 def _outputs(plan, y, mask):
-    return (y, mask) if len(plan.out_dtypes) > 1 else y
+    """(y, mask) when the node has a mask output: bool (opset >= 10) or the declared type (opset 7-9:
+    the input's type)."""
+    if len(plan.out_dtypes) < 2:
+        return y
+    dt = plan.out_dtypes[1]
+    return y, (mask if not dt or dt == "bool" else mask.astype(dt))
 
 
 @kernel("Dropout", "float", prepare=attr_plan)
