@@ -41,13 +41,16 @@ def _blockwise_inputs(g) -> list[dict[str, np.ndarray]]:
     return [{name: r.astype(np.float32)} for r in rows]
 
 
-def test_blockwise_fc_equals_litert_optimized():
+@pytest.mark.parametrize("backend,scheme", [("opt", "tflite-optimized"), ("opt-arm64", "tflite-optimized-arm64")])
+def test_blockwise_fc_equals_litert_optimized(backend, scheme):
+    if "arm64" in backend and arm64_skip_reason(backend):
+        pytest.skip(arm64_skip_reason(backend))
     g = refinterp.load(BLOCKWISE)
     node = g.nodes[0]
     assert node.attrs.get("blockwise") == 32 and len(node.inputs) == 4
     feeds = _blockwise_inputs(g)
-    res = run_batch([(BLOCKWISE.read_bytes(), f) for f in feeds], "opt")
-    s = refinterp.Session(g, "tflite-optimized")
+    res = run_batch([(BLOCKWISE.read_bytes(), f) for f in feeds], backend)
+    s = refinterp.Session(g, scheme)
     for k, (f, r) in enumerate(zip(feeds, res)):
         assert not isinstance(r, Aborted), r.message
         got = s.run(f)[g.outputs[0]]
@@ -72,6 +75,7 @@ def test_blockwise_fc_float_scheme_dequantizes_the_filter():
 
 @pytest.mark.parametrize("scheme,why", [("tflite-reference", "reference resolver has no blockwise path"),
                                         ("tflite-xnnpack", "qd8-f32-qb4w GEMM is not modelled"),
+                                        ("tflite-xnnpack-arm64", "qd8-f32-qb4w GEMM is not modelled"),
                                         ("tflite-micro", "no dynamic-range")])
 def test_blockwise_fc_refused_where_not_modelled(scheme, why):
     g = refinterp.load(BLOCKWISE)

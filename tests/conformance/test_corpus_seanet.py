@@ -1,7 +1,7 @@
 """The int16x8 layers of a published SEANet speech-enhancement model (tests/corpus/seanet_16x8: TFLite
 Micro's per-layer integration-test models, one real layer each: CONV_2D, TRANSPOSE_CONV, ADD, SUB,
-LEAKY_RELU, PAD, STRIDED_SLICE, QUANTIZE), every tensor against LiteRT REF / OPT / XNNPACK and
-TFLite Micro, inputs over the whole int16 range.
+LEAKY_RELU, PAD, STRIDED_SLICE, QUANTIZE), every tensor against LiteRT REF / OPT / XNNPACK, TFLite
+Micro and the aarch64 LiteRT (OPT, XNNPACK; emulated), inputs over the whole int16 range.
 
 Found with them: TFLite Micro derives LEAKY_RELU's multipliers in double (LiteRT: float32); the
 float32 quotient moved one tie per layer on 3 of the 23 layers (``LeakyRelu: {impl: float64}`` in
@@ -19,11 +19,12 @@ pytest.importorskip("ai_edge_litert")
 
 import refinterp  # noqa: E402
 from refinterp.errors import InputError  # noqa: E402
-from tests.conformance._int_oracle import Aborted, compare, run_batch  # noqa: E402
+from tests.conformance._int_oracle import Aborted, arm64_skip_reason, compare, run_batch  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "seanet_16x8"
 MODELS = sorted(p.name for p in CORPUS.glob("*.tflite"))
-BACKENDS = {"ref": "tflite-reference", "opt": "tflite-optimized", "xnnpack": "tflite-xnnpack", "tflm": "tflite-micro"}
+BACKENDS = {"ref": "tflite-reference", "opt": "tflite-optimized", "xnnpack": "tflite-xnnpack", "tflm": "tflite-micro",
+            "opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64"}
 _ORACLE: dict[str, list] = {}
 
 
@@ -49,6 +50,8 @@ def _feeds(g) -> dict[str, np.ndarray]:
 def test_seanet_layer(name, backend):
     if backend == "tflm":
         pytest.importorskip("tflite_micro")
+    if "arm64" in backend and arm64_skip_reason(backend):
+        pytest.skip(arm64_skip_reason(backend))
     if backend not in _ORACLE:
         jobs = [((CORPUS / m).read_bytes(), _feeds(refinterp.load(CORPUS / m))) for m in MODELS]
         _ORACLE[backend] = run_batch(jobs, backend)

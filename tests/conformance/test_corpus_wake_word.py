@@ -28,7 +28,8 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "micro_wake_word"
 MODELS = sorted(p.name for p in CORPUS.glob("*.tflite"))
 RUNS = 6
 STREAMING = {"ref": "tflite-reference", "opt": "tflite-optimized", "xnnpack": "tflite-xnnpack"}
-ONE_STEP = {"tflm": "tflite-micro", "opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64"}
+ONE_STEP = {"tflm": "tflite-micro", "opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64",
+            "opt-arm64-2.14": "tflite-optimized-arm64-2.14"}
 
 CHILD = r"""
 import sys
