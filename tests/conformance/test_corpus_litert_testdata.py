@@ -11,7 +11,8 @@ Wrong answers found with them and fixed:
 - BATCH_MATMUL with a per-channel operand used the first channel's scale; LiteRT reads the legacy
   per-tensor scale, 0 for such a tensor, and outputs the output zero point everywhere.
 
-Runtime findings asserted here: LiteRT's reference resolver outputs zeros for the blockwise layer;
+Runtime findings asserted here: LiteRT 2.3 REF and tflite-runtime 2.14 OPT on aarch64 output zeros for
+the blockwise layer;
 TFLite Micro refuses the per-channel BATCH_MATMUL (allocation fails).
 """
 from __future__ import annotations
@@ -73,7 +74,8 @@ def test_blockwise_fc_float_scheme_dequantizes_the_filter():
     assert np.max(np.abs(got - r[g.outputs[0]])) < 0.01 * np.max(np.abs(want))
 
 
-@pytest.mark.parametrize("scheme,why", [("tflite-reference", "reference resolver has no blockwise path"),
+@pytest.mark.parametrize("scheme,why", [("tflite-reference", "no blockwise path"),
+                                        ("tflite-optimized-arm64-2.14", "no blockwise path"),
                                         ("tflite-xnnpack", "qd8-f32-qb4w GEMM is not modelled"),
                                         ("tflite-xnnpack-arm64", "qd8-f32-qb4w GEMM is not modelled"),
                                         ("tflite-micro", "no dynamic-range")])
@@ -83,12 +85,15 @@ def test_blockwise_fc_refused_where_not_modelled(scheme, why):
         refinterp.Session(g, scheme)
 
 
-def test_blockwise_fc_reference_resolver_outputs_zeros():
-    """The finding behind the tflite-reference refusal."""
+@pytest.mark.parametrize("backend", ["ref", "opt-arm64-2.14"])
+def test_blockwise_fc_runtimes_without_a_blockwise_path_output_zeros(backend):
+    """The finding behind the tflite-reference and tflite-optimized-arm64-2.14 refusals."""
+    if "arm64" in backend and arm64_skip_reason(backend):
+        pytest.skip(arm64_skip_reason(backend))
     g = refinterp.load(BLOCKWISE)
-    r = run_batch([(BLOCKWISE.read_bytes(), _blockwise_inputs(g)[0])], "ref")[0]
+    r = run_batch([(BLOCKWISE.read_bytes(), _blockwise_inputs(g)[0])], backend)[0]
     assert not isinstance(r, Aborted)
-    assert not np.any(np.asarray(r[g.outputs[0]])), "LiteRT REF now runs blockwise layers: model it"
+    assert not np.any(np.asarray(r[g.outputs[0]])), f"{backend} now runs blockwise layers: model it"
 
 
 def test_a_blockwise_operand_elsewhere_is_refused_at_load(tmp_path):

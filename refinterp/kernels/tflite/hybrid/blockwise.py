@@ -11,10 +11,11 @@ LiteRT 2.3's optimized resolver (``fully_connected.cc EvalBlockwise4Bit``), per 
         kf   = f32(kf + f32(sc[o, b] * sum_k w[o, k]))
     y = f32(y - f32(z * kf)) ; y = f32(y * s) ; y = f32(y + bias[o])
 
-The fused activation is not applied on this path (LiteRT ignores it; so does refinterp).  The
-reference resolver has no blockwise path (it runs the per-tensor hybrid kernel with no filter scale
-and outputs zeros) and XNNPACK's qb4w GEMM is not modelled: both are refused when the session is
-built.  The float variant dequantizes the filter (``dequantize``).
+The fused activation is not applied on this path (LiteRT ignores it; so does refinterp).  LiteRT
+2.3's reference resolver and tflite-runtime 2.14's optimized one on aarch64 have no blockwise path
+(they run the per-tensor hybrid kernel with no filter scale and output zeros) and XNNPACK's qb4w GEMM
+is not modelled: all are refused when the session is built (the ``tflite_hybrid_ref`` variant
+refuses).  The float variant dequantizes the filter (``dequantize``).
 """
 from __future__ import annotations
 

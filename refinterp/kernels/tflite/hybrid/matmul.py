@@ -75,8 +75,9 @@ def wrap32(a: np.ndarray) -> np.ndarray:
 
 def _prepare_fc_ref(node, ctx):
     if node.attrs.get("blockwise"):
-        blockwise.refuse(node, "LiteRT's reference resolver has no blockwise path (it outputs zeros: "
-                               "tests/conformance/test_tflite_blockwise.py)")
+        blockwise.refuse(node, "this runtime has no blockwise path (LiteRT 2.3's reference resolver and "
+                               "tflite-runtime 2.14's optimized one on aarch64 output zeros: "
+                               "tests/conformance/test_corpus_litert_testdata.py)")
     return _prepare_fc(node, ctx)
 
 
