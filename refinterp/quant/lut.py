@@ -27,7 +27,7 @@ _f32 = np.float32
 def _load_libm():
     name = ctypes.util.find_library("m") or "libm.so.6"
     lib = ctypes.CDLL(name)
-    for fn in ("expf", "tanhf", "erfcf", "sqrtf", "logf"):
+    for fn in ("expf", "expm1f", "tanhf", "erfcf", "sqrtf", "logf"):
         f = getattr(lib, fn)
         f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
     for fn in ("exp",):
@@ -41,6 +41,22 @@ _LIBM = _load_libm()
 
 def expf(x) -> np.float32:
     return _f32(_LIBM.expf(float(x)))
+
+
+def expm1f(x) -> np.float32:
+    return _f32(_LIBM.expm1f(float(x)))
+
+
+def elu_expm1_f32(x) -> np.float32:
+    """LiteRT's ELU transform: ``value < 0 ? std::expm1(value) : value`` (float)."""
+    x = _f32(x)
+    return expm1f(x) if x < 0 else x
+
+
+def elu_exp_minus_one_f32(x) -> np.float32:
+    """TFLite Micro's ELU transform: ``value < 0 ? std::exp(value) - 1.0f : value``."""
+    x = _f32(x)
+    return _f32(expf(x) - _f32(1.0)) if x < 0 else x
 
 
 def tanhf(x) -> np.float32:

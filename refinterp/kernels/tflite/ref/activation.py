@@ -351,3 +351,26 @@ def _rsqrt(plan, x):
         raise InputError(f"RSQRT input code {int(x.min())} is below the zero point {plan.info['valid_from']} "
                          f"(negative real value)")
     return _run_table(plan, x)
+
+
+# --- ELU (int8) -------------------------------------------------------------------------------
+
+# ``impl`` of int8 ELU: ``expm1`` (LiteRT's LUTPopulate with std::expm1) | ``exp_minus_one`` (TFLite
+# Micro's PopulateLookupTable with std::exp(x) - 1.0f); both round half away, clamp, 256 entries |
+# ``none`` (LiteRT's reference resolver registers no ELU: the model fails to load; refused)
+ELU_IMPLS = ("expm1", "exp_minus_one", "none")
+
+
+def prepare_elu(node, ctx):
+    dtype, sx, zx, so, zo = _io(node, ctx, ("int8",))
+    how = impl(ctx, ELU_IMPLS, "expm1")
+    if how == "none":
+        raise UnsupportedOpError(f"{where(node)}: this runtime has no ELU kernel (LiteRT's reference resolver "
+                                 f"fails to load the model)")
+    fn = lut.elu_expm1_f32 if how == "expm1" else lut.elu_exp_minus_one_f32
+    return _plan(lut.lut_int8(sx, zx, so, zo, fn, dtype), dtype, impl=how)
+
+
+@kernel("Elu", "tflite_ref", prepare=prepare_elu, impls=ELU_IMPLS)
+def elu(plan, x):
+    return _run_table(plan, x)

@@ -9,7 +9,10 @@ With d = q - zx (8-bit: [-255, 255]) and a = q_alpha - z_alpha ([-255, 255]; |d 
 
 ``activations.cc`` (PreluPrepare) forms both real multipliers in float32 arithmetic
 (``input->params.scale / output->params.scale``; ``input * alpha / output`` left to right) before
-QuantizeMultiplier.  int8 / uint8 with alpha of the same type; int16 (16x8) with an int8 alpha
+QuantizeMultiplier; TFLite Micro (``impl: float64``) forms them in double, which moves about 1 in 6000
+int16 codes by one (measured: tests/conformance/test_tflite_tflm_multipliers.py).  The TFLite Micro
+wheel evaluates even its float32-written quotients (``SetAbsOutputMultiplier``, LEAKY_RELU's) in
+double: as if built with excess precision / fast-math.  int8 / uint8 with alpha of the same type; int16 (16x8) with an int8 alpha
 (|d * a| < 2^23).  Alpha broadcasts
 against the input (NumPy rules, as the 4-D slow broadcast).
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.quant.fixedpoint import quantize_multiplier
-from ..common import check_dtype, mbqm, qparams, qrange, rounding, where
+from ..common import check_dtype, impl, mbqm, qparams, qrange, rounding, where
 from refinterp.errors import UnsupportedOpError
 from ...registry import declare_settings, kernel
 
@@ -28,6 +31,7 @@ declare_settings(__name__, "requant")  # the scheme settings these kernels read
 
 VARIANT = "tflite_ref"
 _F = np.float32
+PRELU_IMPLS = ("float32", "float64")  # how the two real multipliers are formed (module docstring)
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,16 @@ def _prepare(node, ctx) -> PReluPlan:
     sx, zx = qparams(x, node, "input")
     sa, za = qparams(alpha, node, "alpha")
     so, zo = qparams(y, node, "output")
-    M1, e1 = quantize_multiplier(float(_F(sx / so)))
-    M2, e2 = quantize_multiplier(float(_F(_F(sx * sa) / so)))
+    if impl(ctx, PRELU_IMPLS, "float32") == "float64":
+        M1, e1 = quantize_multiplier(float(sx) / float(so))
+        M2, e2 = quantize_multiplier(float(sx) * float(sa) / float(so))
+    else:
+        M1, e1 = quantize_multiplier(float(_F(sx / so)))
+        M2, e2 = quantize_multiplier(float(_F(_F(sx * sa) / so)))
     return PReluPlan(zx, za, zo, M1, e1, M2, e2, dt, rounding(ctx).value)
 
 
-@kernel("PRelu", VARIANT, prepare=_prepare)
+@kernel("PRelu", VARIANT, prepare=_prepare, impls=PRELU_IMPLS)
 def qprelu(p, x, alpha):
     d = np.asarray(x).astype(np.int64) - p.zx
     a = np.asarray(alpha).astype(np.int64) - p.za
@@ -88,6 +96,7 @@ def _prepare_abs(node, ctx):
         v = |q - zx|                                   (int8: <= 255, int16: <= 32768)
         out = clamp(v + zo, qmin, qmax)                 if float32 sx == so
         out = clamp(MBQM(v, M, e) + zo, qmin, qmax)     M ~ float32(sx / so) otherwise
+                                                        (``impl: float64``, TFLite Micro: sx / so in double)
     """
     x, y = ctx.inputs[0], ctx.outputs[0]
     dt = check_dtype(x, node, ("int8", "int16"))
@@ -97,11 +106,16 @@ def _prepare_abs(node, ctx):
     so, zo = qparams(y, node, "output")
     if dt == "int16" and (zx or zo):
         raise UnsupportedOpError(f"{where(node)}: int16 ABS needs zero points of 0")
-    M, e = (None, None) if sx == so else quantize_multiplier(float(_F(sx / so)))
+    if sx == so:
+        M, e = None, None
+    elif impl(ctx, PRELU_IMPLS, "float32") == "float64":
+        M, e = quantize_multiplier(float(sx) / float(so))
+    else:
+        M, e = quantize_multiplier(float(_F(sx / so)))
     return AbsPlan(zx, zo, M, e, dt, rounding(ctx).value)
 
 
-@kernel("Abs", VARIANT, prepare=_prepare_abs)
+@kernel("Abs", VARIANT, prepare=_prepare_abs, impls=PRELU_IMPLS)
 def qabs(p, x):
     v = np.abs(np.asarray(x).astype(np.int64) - p.zx)
     if p.m is not None:
