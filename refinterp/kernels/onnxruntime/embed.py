@@ -51,5 +51,4 @@ def embed_layer_norm(plan, input_ids, segment_ids, word, position, segment, gamm
         y = y + np.asarray(beta, np.float64)
     mask_index = (np.asarray(mask).astype(np.int64).sum(axis=1) if mask is not None
                   else np.zeros(b, np.int64)).astype(np.int32)
-    outs = (y.astype(F32), mask_index, e)
-    return outs[:max(1, len(plan.out_dtypes))] if len(plan.out_dtypes) > 1 else outs[0]
+    return y.astype(F32), mask_index, e  # by output position (unnamed outputs included)

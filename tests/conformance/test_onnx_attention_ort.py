@@ -1,0 +1,72 @@
+"""ONNX Attention (opset 23) against ONNX Runtime's CPU kernel, float32 within 1e-5: 4-D and 3-D inputs,
+grouped-query heads, causal with a KV cache (present outputs), boolean and additive masks, softcap,
+explicit scale.  (onnx's own node cases run in test_onnx_node_cases.py.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+import refinterp  # noqa: E402
+
+B, HQ, HKV, SQ, SKV, P, D = 2, 4, 2, 5, 5, 3, 8
+
+# (name, three_d, kv heads, causal, past, mask kind, attrs)
+CASES = [("4d", False, HQ, False, False, None, {}),
+         ("4d-gqa-causal", False, HKV, True, False, None, {}),
+         ("4d-past-causal", False, HQ, True, True, None, {}),
+         ("4d-bool-mask", False, HQ, False, False, "bool", {}),
+         ("4d-float-mask-scale", False, HQ, False, False, "float", {"scale": 0.3}),
+         ("3d-gqa", True, HKV, False, False, None, {}),
+         ("4d-softcap", False, HQ, False, False, None, {"softcap": 2.0})]
+
+
+def _model(three_d, hkv, causal, past, mask, attrs):
+    rng = np.random.default_rng(len(attrs) + 3 * hkv + 7 * int(causal) + 11 * int(past))
+    if three_d:
+        shapes = {"Q": (B, SQ, HQ * D), "K": (B, SKV, hkv * D), "V": (B, SKV, hkv * D)}
+        attrs = {**attrs, "q_num_heads": HQ, "kv_num_heads": hkv}
+    else:
+        shapes = {"Q": (B, HQ, SQ, D), "K": (B, hkv, SKV, D), "V": (B, hkv, SKV, D)}
+    feeds = {k: rng.normal(0, 1, s).astype(np.float32) for k, s in shapes.items()}
+    ins = ["Q", "K", "V"]
+    total = SKV + (P if past else 0)
+    if mask == "bool":
+        feeds["mask"] = rng.random((SQ, total)) < 0.8
+        feeds["mask"][:, 0] = True
+    elif mask == "float":
+        feeds["mask"] = rng.normal(0, 1, (SQ, total)).astype(np.float32)
+    ins.append("mask" if mask else "")
+    outs = ["Y"]
+    if past:
+        feeds["past_key"] = rng.normal(0, 1, (B, hkv, P, D)).astype(np.float32)
+        feeds["past_value"] = rng.normal(0, 1, (B, hkv, P, D)).astype(np.float32)
+        ins += ["past_key", "past_value"]
+        outs += ["present_key", "present_value"]
+    while ins and not ins[-1]:
+        ins.pop()
+    node = helper.make_node("Attention", ins, outs, is_causal=int(causal), **attrs)
+    types = {np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.float32): TensorProto.FLOAT}
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[v.dtype], v.shape)
+                                            for k, v in feeds.items()],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m, feeds, outs
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_attention_matches_onnxruntime(case, tmp_path):
+    m, feeds, outs = _model(*case[1:])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(outs, feeds)
+    p = tmp_path / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)
+    for o, w in zip(outs, want):
+        assert got[o].shape == w.shape, o
+        np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5, err_msg=o)
