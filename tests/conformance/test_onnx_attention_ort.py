@@ -1,6 +1,7 @@
-"""ONNX Attention (opset 23) against ONNX Runtime's CPU kernel, float32 within 1e-5: 4-D and 3-D inputs,
-grouped-query heads, causal with a KV cache (present outputs), boolean and additive masks, softcap,
-explicit scale.  (onnx's own node cases run in test_onnx_node_cases.py.)"""
+"""ONNX Attention and RotaryEmbedding (opset 23) against ONNX Runtime's CPU kernels, float32 within
+1e-5.  Attention: 4-D and 3-D inputs, grouped-query heads, causal with a KV cache (present outputs),
+boolean and additive masks, softcap, explicit scale; RotaryEmbedding: halves and interleaved pairs,
+partial rotation, position ids or per-token caches, 3-D input.  (onnx's own node cases run in test_onnx_node_cases.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -70,3 +71,34 @@ def test_attention_matches_onnxruntime(case, tmp_path):
     for o, w in zip(outs, want):
         assert got[o].shape == w.shape, o
         np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+@pytest.mark.parametrize("interleaved,rot_dim,with_ids,three_d", [(0, 0, True, False), (1, 4, True, True),
+                                                                  (0, 4, False, False)])
+def test_rotary_embedding_matches_onnxruntime(interleaved, rot_dim, with_ids, three_d, tmp_path):
+    rng = np.random.default_rng(interleaved + rot_dim)
+    r = rot_dim or D
+    x = rng.normal(0, 1, (B, SQ, HQ * D) if three_d else (B, HQ, SQ, D)).astype(np.float32)
+    feeds = {"X": x}
+    if with_ids:
+        feeds["cos"] = rng.normal(0, 1, (16, r // 2)).astype(np.float32)
+        feeds["sin"] = rng.normal(0, 1, (16, r // 2)).astype(np.float32)
+        feeds["pos"] = rng.integers(0, 16, (B, SQ)).astype(np.int64)
+    else:
+        feeds["cos"] = rng.normal(0, 1, (B, SQ, r // 2)).astype(np.float32)
+        feeds["sin"] = rng.normal(0, 1, (B, SQ, r // 2)).astype(np.float32)
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": rot_dim}
+    if three_d:
+        attrs["num_heads"] = HQ
+    node = helper.make_node("RotaryEmbedding", list(feeds), ["Y"], **attrs)
+    types = {np.dtype(np.int64): TensorProto.INT64, np.dtype(np.float32): TensorProto.FLOAT}
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[v.dtype], v.shape)
+                                            for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
-"""ONNX Attention (opsets 23-25; what torch's exporter emits for scaled_dot_product_attention), float.
+"""ONNX Attention (opsets 23-25; what torch's exporter emits for scaled_dot_product_attention) and
+RotaryEmbedding (opset 23), float.
 
 Inputs Q, K, V (4-D ``[B, H, S, D]``, or 3-D ``[B, S, H*D]`` with ``q_num_heads`` / ``kv_num_heads``),
 optional attn_mask (bool: attend where true; float: added), past_key / past_value (concatenated before
@@ -120,3 +121,47 @@ def attention(plan, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     # one value per declared output position (the runtime pairs them with the node's outputs,
     # unnamed ones included)
     return y.astype(dtype), present_k, present_v, np.asarray(qk_out).astype(dtype)
+
+
+@kernel("RotaryEmbedding", "float", prepare=attr_plan)
+def rotary_embedding(plan, x, cos_cache, sin_cache, position_ids=None):
+    """ONNX RotaryEmbedding (opset 23): rotate the first ``rotary_embedding_dim`` (default: all) channels
+    of each head by the cached angles; pairs are the two halves, or neighbours when ``interleaved``.
+    x: [B, H, S, D], or [B, S, H*D] with ``num_heads``; caches [max_pos, R/2] indexed by position_ids
+    [B, S], or [B, S, R/2] without them.  In the input's float type:
+    (a, b) -> (cos * a - sin * b, sin * a + cos * b)."""
+    shape = x.shape
+    if x.ndim == 4:
+        t = np.swapaxes(x, 1, 2)  # [B, S, H, D]
+    elif x.ndim == 3:
+        n = int(plan.attr("num_heads", 0) or 0)
+        if n <= 0 or shape[2] % n:
+            raise InputError(f"{plan.where}: a 3-D input needs num_heads dividing its hidden size")
+        t = x.reshape(shape[0], shape[1], n, shape[2] // n)
+    else:
+        raise InputError(f"{plan.where}: input rank {x.ndim}, expected 3 or 4")
+    d = t.shape[3]
+    r = int(plan.attr("rotary_embedding_dim", 0) or 0) or d
+    if r > d or r % 2:
+        raise InputError(f"{plan.where}: rotary_embedding_dim {r} for heads of {d}")
+    cos, sin = np.asarray(cos_cache), np.asarray(sin_cache)
+    if position_ids is not None:
+        ids = np.asarray(position_ids).astype(np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= cos.shape[0]):
+            raise InputError(f"{plan.where}: position_ids outside 0..{cos.shape[0] - 1}")
+        cos, sin = cos[ids], sin[ids]
+    if cos.shape[-1] != r // 2 or sin.shape[-1] != r // 2:
+        raise InputError(f"{plan.where}: caches of width {cos.shape[-1]}, expected rotary_embedding_dim / 2 = {r // 2}")
+    cos, sin = cos[:, :, None, :].astype(x.dtype), sin[:, :, None, :].astype(x.dtype)
+    rot = t[..., :r]
+    if int(plan.attr("interleaved", 0)):
+        a, b = rot[..., 0::2], rot[..., 1::2]
+    else:
+        a, b = rot[..., :r // 2], rot[..., r // 2:]
+    re, im = cos * a - sin * b, sin * a + cos * b
+    if int(plan.attr("interleaved", 0)):
+        rot = np.stack([re, im], axis=-1).reshape(rot.shape)
+    else:
+        rot = np.concatenate([re, im], axis=-1)
+    out = np.concatenate([rot, t[..., r:]], axis=-1).astype(x.dtype)
+    return np.swapaxes(out, 1, 2) if x.ndim == 4 else out.reshape(shape)
