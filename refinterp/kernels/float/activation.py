@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from refinterp.errors import InputError
 from refinterp.ir import Node
 from .elementwise import erf
 from ..registry import AttrPlan, PrepareContext, kernel
@@ -158,6 +159,15 @@ def _mish(plan, x):
 def _swish(plan, x):
     w = _wide(x)
     return _back(w * _sigmoid_eval(w * _c(plan.attr("alpha"), w)), x)
+
+
+@kernel("SwiGLU", "float", prepare=_attrs(alpha=1.0))
+def _swiglu(plan, a, b):
+    """Swish_alpha(a) * b (opset 28); a and b of one shape, no broadcasting."""
+    if a.shape != b.shape:
+        raise InputError(f"SwiGLU: A {list(a.shape)} and B {list(b.shape)} must have the same shape")
+    w = _wide(a)
+    return _back(w * _sigmoid_eval(w * _c(plan.attr("alpha"), w)) * _wide(b), a)
 
 
 @kernel("Shrink", "float", prepare=_attrs(bias=0.0, lambd=0.5))

@@ -284,3 +284,30 @@ def _scatter_nd_to_shape(plan, indices, updates, shape):
     with np.errstate(over="ignore"):
         np.add.at(out, tuple(flat_idx.T), upd)
     return out
+
+
+@kernel("TensorScatter", BOTH, prepare=_plan)
+def _tensor_scatter(plan, past, update, write_indices=None):
+    """TensorScatter (opset 24, a KV-cache update): a copy of ``past`` with, per batch b (axis 0),
+    update's slices along ``axis`` written at write_indices[b] + s (``mode`` circular: modulo the
+    axis length; linear: must fit)."""
+    ax = int(plan.attr("axis", -2)) % past.ndim
+    mode = str(plan.attr("mode", "linear"))
+    if ax == 0 or mode not in ("linear", "circular"):
+        raise InputError(f"{plan.where}: axis {ax} / mode '{mode}' is not supported")
+    if update.ndim != past.ndim or any(u != p for i, (u, p) in enumerate(zip(update.shape, past.shape)) if i != ax) \
+            or update.shape[ax] > past.shape[ax]:
+        raise InputError(f"{plan.where}: update {list(update.shape)} does not fit cache {list(past.shape)} "
+                         f"along axis {ax}")
+    n, size = update.shape[ax], past.shape[ax]
+    starts = np.zeros(past.shape[0], np.int64) if write_indices is None else np.asarray(write_indices, np.int64)
+    out = np.array(past, copy=True)
+    view = np.moveaxis(out, ax, 1)  # [B, size, ...], writes land in ``out``
+    for b in range(past.shape[0]):
+        pos = starts[b] + np.arange(n)
+        if mode == "circular":
+            pos = pos % size
+        elif n and (pos.min() < 0 or pos.max() >= size):
+            raise InputError(f"{plan.where}: write index {int(starts[b])} + {n} overflows the cache of {size}")
+        view[b, pos] = np.moveaxis(update[b], ax - 1, 0)
+    return out
