@@ -1,8 +1,9 @@
 """Published TFLite models (tests/corpus/tflite_micro, see its README) against their runtimes.
 
 Each model runs on one deterministic input under the scheme of each runtime that can run it
-(tflite-reference vs LiteRT BUILTIN_REF, tflite-micro vs TFLite Micro; float models under float32
-vs LiteRT), every tensor both sides hold compared: integer tensors at 0 differing elements, float
+(tflite-reference vs LiteRT BUILTIN_REF, tflite-optimized vs its optimized resolver, tflite-xnnpack vs
+the default resolver with XNNPACK, tflite-micro vs TFLite Micro; float models under float32 vs LiteRT),
+every tensor both sides hold compared: integer tensors at 0 differing elements, float
 tensors within 1e-5 relative.  What refinterp cannot run yet, and what a runtime itself refuses, is
 listed in ``EXPECTED`` with the reason; ``test_corpus_summary`` prints the tally
 (loaded / run / equal) so the corpus measures progress.  An entry that starts to pass fails the
@@ -23,7 +24,7 @@ from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tflite_micro"
 MODELS = sorted(p.name for p in CORPUS.glob("*.tflite"))
-BACKENDS = {"ref": "tflite-reference", "tflm": "tflite-micro"}
+BACKENDS = {"ref": "tflite-reference", "tflm": "tflite-micro", "opt": "tflite-optimized", "xnnpack": "tflite-xnnpack"}
 
 # (model, backend) -> ("refinterp" | "oracle", reason).  "refinterp": refinterp refuses the model
 # (an UnsupportedOpError / ModelError naming the reason); "oracle": the runtime cannot run it.
@@ -33,10 +34,12 @@ EXPECTED = {
                                                  "audio_preprocessor_int8.tflite") for b in BACKENDS},
     **{("person_detect_vela.tflite", b): ("refinterp", "the Ethos-U command stream (ethos-u custom op) is "
                                                       "not modelled") for b in BACKENDS},
-    ("person_detect.tflite", "ref"): ("oracle", "LiteRT refuses a bias whose quantized_dimension (3) was "
-                                                "copied from its filter; TFLite Micro runs the model"),
-    ("keyword_scrambled_8bit.tflite", "ref"): ("refinterp", "LiteRT's integer SVDF takes an int16 state "
-                                                           "only (LiteRT 2.3 corrupts its heap on this model)"),
+    **{("person_detect.tflite", b): ("oracle", "LiteRT refuses a bias whose quantized_dimension (3) was "
+                                               "copied from its filter; TFLite Micro runs the model")
+       for b in ("ref", "opt", "xnnpack")},
+    **{("keyword_scrambled_8bit.tflite", b): ("refinterp", "LiteRT's integer SVDF takes an int16 state "
+                                                          "only (LiteRT 2.3 corrupts its heap on this model)")
+       for b in ("ref", "opt", "xnnpack")},
     ("mobilenet_v2_quantized_1x3x224x224.tflite", "tflm"): ("oracle", "TFLite Micro's Python interpreter "
                                                                       "fails to allocate its tensors"),
 }
@@ -133,7 +136,7 @@ def test_corpus_summary():
         lines.append(f"  {b}: {st.count('equal')} equal, {st.count('refinterp')} not run by refinterp, "
                      f"{st.count('oracle')} not run by the runtime, {st.count('differ')} differ")
     print("\n" + "\n".join(lines))
-    assert rows["ref"].count("differ") == rows["tflm"].count("differ") == 0
+    assert all(st.count("differ") == 0 for st in rows.values())
     assert loaded == len(MODELS)
 
 
