@@ -25,7 +25,7 @@ from refinterp.onnx_backend import Backend  # noqa: E402
 # (that test fails once one becomes supported, so this list only shrinks).
 NOT_SUPPORTED = set("""AffineGrid Bernoulli BitCast CausalConvWithState CenterCropPad Col2Im DeformConv
 ImageDecoder LinearAttention MaxUnpool NegativeLogLikelihoodLoss OptionalGetElement OptionalHasElement
-SoftmaxCrossEntropyLoss TfIdfVectorizer Unique""".split())
+SoftmaxCrossEntropyLoss TfIdfVectorizer""".split())
 
 UNMODELLED_TYPES = {
     TensorProto.BFLOAT16: "bfloat16 tensors are not modelled",

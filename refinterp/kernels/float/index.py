@@ -311,3 +311,22 @@ def _tensor_scatter(plan, past, update, write_indices=None):
             raise InputError(f"{plan.where}: write index {int(starts[b])} + {n} overflows the cache of {size}")
         view[b, pos] = np.moveaxis(update[b], ax - 1, 0)
     return out
+
+
+@kernel("Unique", BOTH, prepare=_plan)
+def _unique(plan, x):
+    """Unique values (``axis`` absent: of the flattened tensor) or unique slices along ``axis``;
+    ``sorted`` 1: ascending, 0: in order of first occurrence.  Outputs Y, first-occurrence indices,
+    inverse indices, counts (int64), by position."""
+    ax = plan.attr("axis")
+    ax = None if ax is None else int(ax) % max(x.ndim, 1)
+    y, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=ax)
+    inverse = np.asarray(inverse).reshape(-1)
+    if not int(plan.attr("sorted", 1)):
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+        y = np.take(x.reshape(-1) if ax is None else x, first, axis=0 if ax is None else ax)
+    i64 = np.int64
+    return y, first.astype(i64), inverse.astype(i64), counts.astype(i64)
