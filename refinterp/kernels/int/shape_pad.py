@@ -7,7 +7,7 @@ import numpy as np
 
 from refinterp.errors import InputError
 from refinterp.ir import Node
-from ..registry import PrepareContext, declare_settings, kernel
+from ..registry import PrepareContext, attr_plan, declare_settings, kernel
 from .shape import input_or_attr, ints, where
 from .shape_quant import check_equal_params
 
@@ -142,3 +142,28 @@ def _space_to_depth(plan, x):
     y = x.reshape(n, c, h // bs, bs, w // bs, bs)
     y = y.transpose(0, 1, 3, 5, 2, 4) if crd else y.transpose(0, 3, 5, 1, 2, 4)
     return np.ascontiguousarray(y).reshape(n, c * bs * bs, h // bs, w // bs)
+
+
+@kernel("CenterCropPad", "float", prepare=attr_plan)
+def _center_crop_pad(plan, x, shape):
+    """Crop or zero-pad each listed axis (``axes``, default all) to ``shape`` around the centre; an odd
+    difference puts the extra element at the end (crop: one more removed after; pad: one more added
+    after).  Float only: a quantized tensor would need its zero point as the pad value."""
+    target = ints(shape)
+    axes = plan.attr("axes")
+    axes = list(range(x.ndim)) if axes is None else [int(a) % x.ndim for a in axes]
+    if len(target) != len(axes) or any(t < 0 for t in target):
+        raise InputError(f"{plan.where}: shape {target} does not match axes {axes}")
+    src = [slice(None)] * x.ndim
+    dst = [slice(None)] * x.ndim
+    out_shape = list(x.shape)
+    for a, t in zip(axes, target):
+        lo = abs(t - x.shape[a]) // 2
+        if t < x.shape[a]:
+            src[a] = slice(lo, lo + t)
+        elif t > x.shape[a]:
+            dst[a] = slice(lo, lo + x.shape[a])
+        out_shape[a] = t
+    out = np.zeros(out_shape, x.dtype)
+    out[tuple(dst)] = x[tuple(src)]
+    return out
