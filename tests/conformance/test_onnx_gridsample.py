@@ -37,3 +37,24 @@ def test_gridsample_matches_onnxruntime(tmp_path, mode, pad, align):
     if mode == "cubic" and pad == "border":  # the spec's answer is another one here
         spec = refinterp.Session(g, "float32").run(feeds)["y"]
         assert np.abs(spec - want).max() > 1e-2
+
+
+@pytest.mark.parametrize("size,align", [((2, 3, 5, 7), 0), ((2, 3, 5, 7), 1), ((1, 2, 3, 4, 5), 0)])
+def test_affine_grid_matches_onnxruntime(tmp_path, size, align):
+    """AffineGrid (the spatial-transformer pairing with GridSample), float32 within 1e-6."""
+    rng = np.random.default_rng(sum(size) + align)
+    nsp = len(size) - 2
+    theta = rng.normal(0, 1, (size[0], nsp, nsp + 1)).astype(np.float32)
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TensorProto.FLOAT, theta.shape),
+                                            helper.make_tensor_value_info("size", TensorProto.INT64, [len(size)])],
+                              [helper.make_tensor_value_info("grid", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    feeds = {"theta": theta, "size": np.array(size, np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    p.write_bytes(model.SerializeToString())
+    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["grid"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -21,7 +21,7 @@ import numpy as np
 
 from refinterp.errors import InputError, UnsupportedOpError
 from ..int.shape import BOTH
-from ..registry import kernel
+from ..registry import attr_plan, kernel
 
 F32 = np.float32
 
@@ -330,3 +330,31 @@ def _prepare_grid_ort(node, ctx) -> dict:
 
 
 kernel("GridSample", "ort_float", prepare=_prepare_grid_ort)(grid_sample)
+
+
+# -- AffineGrid -------------------------------------------------------------------------------------
+
+@kernel("AffineGrid", "float", prepare=attr_plan)
+def affine_grid(plan, theta, size):
+    """ONNX AffineGrid (opset 20): the sampling grid GridSample takes.  theta [N, 2, 3] (2-D) or
+    [N, 3, 4] (3-D), size (N, C, H, W) / (N, C, D, H, W).  Normalized base coordinates per axis:
+    align_corners 1: -1 .. 1 inclusive; 0: pixel centres (2i + 1) / n - 1.  Output [N, H, W, 2]
+    ((x, y) per cell) or [N, D, H, W, 3], computed in float64 and rounded once to theta's type."""
+    dims = [int(v) for v in np.asarray(size).ravel()]
+    spatial = dims[2:]
+    nsp = len(spatial)
+    theta = np.asarray(theta)
+    if nsp not in (2, 3) or theta.shape[1:] != (nsp, nsp + 1) or theta.shape[0] != dims[0]:
+        raise InputError(f"{plan.where}: theta {list(theta.shape)} does not fit size {dims}")
+    corners = int(plan.attr("align_corners", 0))
+
+    def axis(n):
+        if corners:
+            return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+        return (2.0 * np.arange(n) + 1.0) / n - 1.0
+
+    mesh = np.meshgrid(*[axis(n) for n in spatial], indexing="ij")  # D?, H, W
+    coords = [m.ravel() for m in reversed(mesh)] + [np.ones(mesh[0].size)]  # x, y (, z), 1
+    base = np.stack(coords)  # [nsp + 1, cells]
+    grid = theta.astype(np.float64) @ base  # [N, nsp, cells]
+    return np.swapaxes(grid, 1, 2).reshape([dims[0]] + spatial + [nsp]).astype(theta.dtype)
