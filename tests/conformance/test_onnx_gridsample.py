@@ -1,7 +1,8 @@
 """ONNX GridSample against ONNX Runtime (scheme onnxruntime-cpu) on random grids reaching past
 the borders: every mode x padding mode x align_corners, within 1e-4 (float32; bicubic sums 16
 taps).  ORT differs from the spec (onnx.reference, the node cases, scheme float32) for bicubic with
-border padding: it clamps the taps, not the coordinate; the two schemes follow their own."""
+border padding: it clamps the taps, not the coordinate; the two schemes follow their own.  AffineGrid
+(GridSample's spatial-transformer partner) and Col2Im (torch's fold) against ORT too."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,5 +57,31 @@ def test_affine_grid_matches_onnxruntime(tmp_path, size, align):
     p = tmp_path / "m.onnx"
     p.write_bytes(model.SerializeToString())
     got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["grid"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("img,blk,attrs", [([6, 7], [2, 3], {}),
+                                           ([8, 8], [3, 3], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                                           ([9, 6], [2, 2], {"dilations": [2, 1], "strides": [1, 2]})])
+def test_col2im_matches_onnxruntime(tmp_path, img, blk, attrs):
+    """Col2Im (torch's fold): overlapping blocks summed, padding cropped; equal to ORT here."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(sum(img) + sum(blk))
+    pads, st, dl = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    grid = [(img[d] + pads[d] + pads[d + 2] - dl[d] * (blk[d] - 1) - 1) // st[d] + 1 for d in range(2)]
+    x = rng.normal(0, 1, (2, 3 * blk[0] * blk[1], grid[0] * grid[1])).astype(np.float32)
+    node = helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs)
+    inits = [numpy_helper.from_array(np.array(img, np.int64), "img"),
+             numpy_helper.from_array(np.array(blk, np.int64), "blk")]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = tmp_path / "m.onnx"
+    p.write_bytes(model.SerializeToString())
+    got = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

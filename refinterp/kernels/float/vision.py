@@ -358,3 +358,33 @@ def affine_grid(plan, theta, size):
     base = np.stack(coords)  # [nsp + 1, cells]
     grid = theta.astype(np.float64) @ base  # [N, nsp, cells]
     return np.swapaxes(grid, 1, 2).reshape([dims[0]] + spatial + [nsp]).astype(theta.dtype)
+
+
+# -- Col2Im -----------------------------------------------------------------------------------------
+
+@kernel("Col2Im", "float", prepare=attr_plan)
+def col2im(plan, x, image_shape, block_shape):
+    """ONNX Col2Im (torch's fold): x [N, C * prod(block), L] -> [N, C, *image_shape].  Block b of the
+    sliding grid (row-major, ``L`` blocks) and kernel offset k (row-major over block_shape) add
+    x[n, c * prod(block) + k, b] at image position b_d * stride_d - pad_begin_d + k_d * dilation_d
+    (positions outside the image are dropped).  Sums in the input's type, in block order."""
+    img = [int(v) for v in np.asarray(image_shape).ravel()]
+    blk = [int(v) for v in np.asarray(block_shape).ravel()]
+    nd = len(img)
+    strides = [int(v) for v in (plan.attr("strides") or [1] * nd)]
+    dil = [int(v) for v in (plan.attr("dilations") or [1] * nd)]
+    pads = [int(v) for v in (plan.attr("pads") or [0] * (2 * nd))]
+    kprod = int(np.prod(blk))
+    n, ck, length = x.shape
+    grid = [(img[d] + pads[d] + pads[d + nd] - dil[d] * (blk[d] - 1) - 1) // strides[d] + 1 for d in range(nd)]
+    if len(blk) != nd or ck % kprod or length != int(np.prod(grid)) or min(grid) <= 0:
+        raise InputError(f"{plan.where}: input {list(x.shape)} does not fit image {img}, block {blk}")
+    c = ck // kprod
+    xs = x.reshape((n, c, kprod) + tuple(grid))
+    padded = np.zeros((n, c) + tuple(img[d] + pads[d] + pads[d + nd] for d in range(nd)), x.dtype)
+    for k, off in enumerate(np.ndindex(*blk)):
+        sl = tuple(slice(off[d] * dil[d], off[d] * dil[d] + (grid[d] - 1) * strides[d] + 1, strides[d])
+                   for d in range(nd))
+        padded[(slice(None), slice(None)) + sl] += xs[:, :, k]
+    crop = tuple(slice(pads[d], pads[d] + img[d]) for d in range(nd))
+    return padded[(slice(None), slice(None)) + crop]
