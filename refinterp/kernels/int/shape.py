@@ -339,3 +339,13 @@ def _cast(plan, x):
 def _cast_like(plan, x, target):
     """Cast to ``target``'s element type (its values are not read); Cast's conversion rules."""
     return _cast(CastPlan(np.asarray(target).dtype), x)
+
+
+@kernel("BitCast", "float")
+def _bit_cast(plan, x):
+    """Reinterpret the bytes as type ``to`` of the same width (ONNX BitCast, opset 26)."""
+    to = plan.attr("to")
+    dt = ONNX_DTYPES.get(int(to)) if to is not None else None
+    if dt is None or np.dtype(dt).itemsize != x.dtype.itemsize:
+        raise InputError(f"{plan.where}: cannot reinterpret {x.dtype} as ONNX type {to}")
+    return np.array(x, order="C").view(np.dtype(dt))  # np.array keeps rank 0 (ascontiguousarray does not)
