@@ -2,7 +2,7 @@
 the borders: every mode x padding mode x align_corners, within 1e-4 (float32; bicubic sums 16
 taps).  ORT differs from the spec (onnx.reference, the node cases, scheme float32) for bicubic with
 border padding: it clamps the taps, not the coordinate; the two schemes follow their own.  AffineGrid
-(GridSample's spatial-transformer partner) and Col2Im (torch's fold) against ORT too."""
+(GridSample's spatial-transformer partner), Col2Im (torch's fold) and DeformConv against ORT too."""
 from __future__ import annotations
 
 import numpy as np
@@ -85,3 +85,31 @@ def test_col2im_matches_onnxruntime(tmp_path, img, blk, attrs):
     got = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("group,og,with_mask,stride", [(1, 1, False, 1), (2, 2, True, 2), (1, 2, True, 1)])
+def test_deform_conv_matches_onnxruntime(tmp_path, group, og, with_mask, stride):
+    """DeformConv (DCN v1 / v2): random offsets reaching outside the image, groups, offset groups,
+    modulation mask, stride and padding; float32 within 1e-5."""
+    rng = np.random.default_rng(group * 10 + og + stride)
+    n, ic, oc, h, w, k = 2, 4, 6, 7, 8, 3
+    oh, ow = (h + 2 - k) // stride + 1, (w + 2 - k) // stride + 1
+    feeds = {"x": rng.normal(0, 1, (n, ic, h, w)).astype(np.float32),
+             "w": rng.normal(0, 1, (oc, ic // group, k, k)).astype(np.float32),
+             "offset": rng.normal(0, 2, (n, og * k * k * 2, oh, ow)).astype(np.float32),
+             "b": rng.normal(0, 1, oc).astype(np.float32)}
+    if with_mask:
+        feeds["mask"] = rng.uniform(0, 1, (n, og * k * k, oh, ow)).astype(np.float32)
+    node = helper.make_node("DeformConv", list(feeds), ["y"], group=group, offset_group=og, pads=[1, 1, 1, 1],
+                            strides=[stride, stride], kernel_shape=[k, k])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(a, TensorProto.FLOAT, v.shape)
+                                            for a, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    p.write_bytes(model.SerializeToString())
+    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
