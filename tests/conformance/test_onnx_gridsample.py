@@ -13,6 +13,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
+from refinterp.errors import InputError  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
@@ -113,3 +114,33 @@ def test_deform_conv_matches_onnxruntime(tmp_path, group, og, with_mask, stride)
     got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_shape", [False, True])
+def test_max_unpool_after_max_pool_matches_onnxruntime(tmp_path, with_shape):
+    """MaxPool (with indices) then MaxUnpool back to the odd pre-pool size, as SegNet-style decoders
+    do.  Without output_shape every scheme equals ORT; with it, onnxruntime-cpu (ORT scatters into
+    output_shape) equals ORT exactly, while float32 follows ONNX's reference (the inferred tensor in a
+    corner, onnx's node case), where these indices do not fit: refused with a pointer to the ORT
+    scheme."""
+    # without output_shape the pre-pool size must be the inferred one (even); with it, odd
+    x = np.random.default_rng(7).normal(0, 1, (2, 3, 7, 9) if with_shape else (2, 3, 8, 10)).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])]
+    ins = ["p", "i"] + (["shape"] if with_shape else [])
+    nodes.append(helper.make_node("MaxUnpool", ins, ["y"], kernel_shape=[2, 2], strides=[2, 2]))
+    inits = [helper.make_tensor("shape", TensorProto.INT64, [4], list(x.shape))] if with_shape else []
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 7
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = tmp_path / "m.onnx"
+    p.write_bytes(model.SerializeToString())
+    g = refinterp.load(str(p))
+    got = refinterp.Session(g, "onnxruntime-cpu").run({"x": x})["y"]
+    np.testing.assert_array_equal(got, want)
+    if not with_shape:
+        np.testing.assert_array_equal(refinterp.Session(g, "float32").run({"x": x})["y"], want)
+        return
+    with pytest.raises(InputError, match="ONNX Runtime scatters into output_shape"):
+        refinterp.Session(g, "float32").run({"x": x})

@@ -1,3 +1,3 @@
 """Float32 kernels (variant ``float``): the arithmetic every float scheme shares."""
 from . import (activation, attention, conv, conv_transpose, deform_conv, detection, dropout, elementwise, index,  # noqa: F401
-               matmul, norm, pool, quantize, recurrent, reduce, resize, spectral, svdf, vision)
+               matmul, norm, pool, quantize, recurrent, reduce, resize, spectral, svdf, unpool, vision)
