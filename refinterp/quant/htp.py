@@ -41,6 +41,8 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     |b| in {1, 7, 14, 28, 49, 56, 59}; s_w = 0.0031: 65 of 120 codes), and that no single float32
     denominator reproduces in trunc(f32(f32(b * s_b) / d)) (searched +-3000 ulps around s_b); with
     mixed per-channel scales a channel's bias can also move one step away from zero or by up to 3.
+    The set of moved codes does not depend on the activation type or zero point (uint8 zx = 128, int8
+    zx = 0) nor on the weights (sums 0, 4, 40): only on the bias codes and the scales.
 
     For k > 0 the low k bits of the accumulator are dropped and replaced by the middle of the dropped
     range (the ``+ 1/2``); for k <= 0 the same expression adds 2^(k-1) to the accumulator.  The
