@@ -1,7 +1,8 @@
 """ONNX Attention and RotaryEmbedding (opset 23) against ONNX Runtime's CPU kernels, float32 within
 1e-5.  Attention: 4-D and 3-D inputs, grouped-query heads, causal with a KV cache (present outputs),
 boolean and additive masks, softcap, explicit scale; RotaryEmbedding: halves and interleaved pairs,
-partial rotation, position ids or per-token caches, 3-D input.  (onnx's own node cases run in test_onnx_node_cases.py.)"""
+partial rotation, position ids or per-token caches, 3-D input.  (onnx's own node cases run in
+test_onnx_node_cases.py.)"""
 from __future__ import annotations
 
 import numpy as np

@@ -12,8 +12,8 @@ With d = q - zx (8-bit: [-255, 255]) and a = q_alpha - z_alpha ([-255, 255]; |d 
 QuantizeMultiplier; TFLite Micro (``impl: float64``) forms them in double, which moves about 1 in 6000
 int16 codes by one (measured: tests/conformance/test_tflite_tflm_multipliers.py).  The TFLite Micro
 wheel evaluates even its float32-written quotients (``SetAbsOutputMultiplier``, LEAKY_RELU's) in
-double: as if built with excess precision / fast-math.  int8 / uint8 with alpha of the same type; int16 (16x8) with an int8 alpha
-(|d * a| < 2^23).  Alpha broadcasts
+double: as if built with excess precision / fast-math.  int8 / uint8 with alpha of the same type;
+int16 (16x8) with an int8 alpha (|d * a| < 2^23).  Alpha broadcasts
 against the input (NumPy rules, as the 4-D slow broadcast).
 """
 from __future__ import annotations
