@@ -156,6 +156,14 @@ def _dropout(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     return [n]
 
 
+@rule("CausalConvWithState")
+def _causal_conv(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
+    """Its own ``activation`` attribute (none / silu / swish) is not refinterp's fused activation."""
+    if "activation" in n.attrs:
+        n.attrs["conv_activation"] = n.attrs.pop("activation")
+    return [n]
+
+
 @rule("Scatter")
 def _scatter(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     """Scatter (deprecated in opset 11) is ScatterElements without a reduction."""

@@ -1,4 +1,4 @@
 """Float32 kernels (variant ``float``): the arithmetic every float scheme shares."""
 from . import (activation, attention, conv, conv_transpose, deform_conv, detection, dropout,  # noqa: F401
-               elementwise, index, matmul, norm, pool, quantize, recurrent, reduce, resize, spectral, svdf,
-               unpool, vision)
+               elementwise, index, matmul, norm, pool, quantize, recurrent, recurrent_state, reduce, resize,
+               spectral, svdf, unpool, vision)
