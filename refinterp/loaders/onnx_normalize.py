@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Node
-from .onnx_build import BuildContext, attr_to_input, set_input
+from .onnx_build import BuildContext, attr_to_input
 
 REDUCE_OPS = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
