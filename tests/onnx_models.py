@@ -101,3 +101,39 @@ def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 
                    [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, seq, dim]),
                     helper.make_tensor_value_info(att, TensorProto.FLOAT, [1, heads, seq, seq])],
                    opset=20 if gelu == "op" else 17)
+
+
+_ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+               np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}
+
+
+def single_node_model(node, feeds: dict, outputs: dict, opset: int, ir_version: int, inits=(),
+                      domains: tuple = ()) -> ModelProto:
+    """A graph of ``node`` (or a list of nodes); inputs typed from the ``feeds`` arrays, outputs
+    ``{name: TensorProto type}``."""
+    graph = helper.make_graph([node] if not isinstance(node, list) else node, "g",
+                              [helper.make_tensor_value_info(k, _ONNX_TYPES[v.dtype], v.shape)
+                               for k, v in feeds.items()],
+                              [helper.make_tensor_value_info(o, t, None) for o, t in outputs.items()], list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]
+                          + [helper.make_opsetid(d, 1) for d in domains])
+    m.ir_version = ir_version
+    return m
+
+
+def ort_and_refinterp(model: ModelProto, feeds: dict, tmp_path, scheme: str = "float32", optimize: bool = True):
+    """(ONNX Runtime CPU outputs by name, refinterp outputs by name, the refinterp graph) for one feed.
+    ``optimize=False``: ORT with graph optimisations off (no fusion renames a contrib op away)."""
+    import onnxruntime as ort
+
+    import refinterp
+
+    so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    p = tmp_path / "m.onnx"
+    p.write_bytes(model.SerializeToString())
+    g = refinterp.load(str(p))
+    return want, refinterp.Session(g, scheme).run(feeds), g

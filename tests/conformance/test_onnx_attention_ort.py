@@ -12,7 +12,7 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-import refinterp  # noqa: E402
+from tests.onnx_models import ort_and_refinterp, single_node_model  # noqa: E402
 
 B, HQ, HKV, SQ, SKV, P, D = 2, 4, 2, 5, 5, 3, 8
 
@@ -51,27 +51,16 @@ def _model(three_d, hkv, causal, past, mask, attrs):
     while ins and not ins[-1]:
         ins.pop()
     node = helper.make_node("Attention", ins, outs, is_causal=int(causal), **attrs)
-    types = {np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.float32): TensorProto.FLOAT}
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[v.dtype], v.shape)
-                                            for k, v in feeds.items()],
-                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
-    m.ir_version = 10
-    return m, feeds, outs
+    return single_node_model(node, feeds, {o: TensorProto.FLOAT for o in outs}, opset=23, ir_version=10), feeds, outs
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_attention_matches_onnxruntime(case, tmp_path):
     m, feeds, outs = _model(*case[1:])
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(outs, feeds)
-    p = tmp_path / "m.onnx"
-    p.write_bytes(m.SerializeToString())
-    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)
-    for o, w in zip(outs, want):
-        assert got[o].shape == w.shape, o
-        np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5, err_msg=o)
+    want, got, _ = ort_and_refinterp(m, feeds, tmp_path, optimize=False)
+    for o in outs:
+        assert got[o].shape == want[o].shape, o
+        np.testing.assert_allclose(got[o], want[o], rtol=1e-5, atol=1e-5, err_msg=o)
 
 
 @pytest.mark.parametrize("interleaved,rot_dim,with_ids,three_d", [(0, 0, True, False), (1, 4, True, True),
@@ -92,14 +81,6 @@ def test_rotary_embedding_matches_onnxruntime(interleaved, rot_dim, with_ids, th
     if three_d:
         attrs["num_heads"] = HQ
     node = helper.make_node("RotaryEmbedding", list(feeds), ["Y"], **attrs)
-    types = {np.dtype(np.int64): TensorProto.INT64, np.dtype(np.float32): TensorProto.FLOAT}
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[v.dtype], v.shape)
-                                            for k, v in feeds.items()],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
-    m.ir_version = 10
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    p = tmp_path / "m.onnx"
-    p.write_bytes(m.SerializeToString())
-    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["Y"]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    m = single_node_model(node, feeds, {"Y": TensorProto.FLOAT}, opset=23, ir_version=10)
+    want, got, _ = ort_and_refinterp(m, feeds, tmp_path)
+    np.testing.assert_allclose(got["Y"], want["Y"], rtol=1e-5, atol=1e-6)

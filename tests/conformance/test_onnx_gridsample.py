@@ -14,6 +14,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
 from refinterp.errors import InputError  # noqa: E402
+from tests.onnx_models import ort_and_refinterp, single_node_model  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
@@ -41,25 +42,21 @@ def test_gridsample_matches_onnxruntime(tmp_path, mode, pad, align):
         assert np.abs(spec - want).max() > 1e-2
 
 
+F = TensorProto.FLOAT
+
+
 @pytest.mark.parametrize("size,align", [((2, 3, 5, 7), 0), ((2, 3, 5, 7), 1), ((1, 2, 3, 4, 5), 0)])
 def test_affine_grid_matches_onnxruntime(tmp_path, size, align):
     """AffineGrid (the spatial-transformer pairing with GridSample), float32 within 1e-6."""
     rng = np.random.default_rng(sum(size) + align)
     nsp = len(size) - 2
-    theta = rng.normal(0, 1, (size[0], nsp, nsp + 1)).astype(np.float32)
-    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TensorProto.FLOAT, theta.shape),
-                                            helper.make_tensor_value_info("size", TensorProto.INT64, [len(size)])],
-                              [helper.make_tensor_value_info("grid", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-    model.ir_version = 9
-    feeds = {"theta": theta, "size": np.array(size, np.int64)}
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    p = tmp_path / "m.onnx"
-    p.write_bytes(model.SerializeToString())
-    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["grid"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    feeds = {"theta": rng.normal(0, 1, (size[0], nsp, nsp + 1)).astype(np.float32),
+             "size": np.array(size, np.int64)}
+    model = single_node_model(helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align),
+                              feeds, {"grid": F}, opset=20, ir_version=9)
+    want, got, _ = ort_and_refinterp(model, feeds, tmp_path)
+    assert got["grid"].shape == want["grid"].shape
+    np.testing.assert_allclose(got["grid"], want["grid"], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("img,blk,attrs", [([6, 7], [2, 3], {}),
@@ -72,20 +69,14 @@ def test_col2im_matches_onnxruntime(tmp_path, img, blk, attrs):
     rng = np.random.default_rng(sum(img) + sum(blk))
     pads, st, dl = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
     grid = [(img[d] + pads[d] + pads[d + 2] - dl[d] * (blk[d] - 1) - 1) // st[d] + 1 for d in range(2)]
-    x = rng.normal(0, 1, (2, 3 * blk[0] * blk[1], grid[0] * grid[1])).astype(np.float32)
-    node = helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs)
+    feeds = {"x": rng.normal(0, 1, (2, 3 * blk[0] * blk[1], grid[0] * grid[1])).astype(np.float32)}
     inits = [numpy_helper.from_array(np.array(img, np.int64), "img"),
              numpy_helper.from_array(np.array(blk, np.int64), "blk")]
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    p = tmp_path / "m.onnx"
-    p.write_bytes(model.SerializeToString())
-    got = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    model = single_node_model(helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs), feeds, {"y": F},
+                              opset=18, ir_version=8, inits=inits)
+    want, got, _ = ort_and_refinterp(model, feeds, tmp_path)
+    assert got["y"].shape == want["y"].shape
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("group,og,with_mask,stride", [(1, 1, False, 1), (2, 2, True, 2), (1, 2, True, 1)])
@@ -103,17 +94,9 @@ def test_deform_conv_matches_onnxruntime(tmp_path, group, og, with_mask, stride)
         feeds["mask"] = rng.uniform(0, 1, (n, og * k * k, oh, ow)).astype(np.float32)
     node = helper.make_node("DeformConv", list(feeds), ["y"], group=group, offset_group=og, pads=[1, 1, 1, 1],
                             strides=[stride, stride], kernel_shape=[k, k])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(a, TensorProto.FLOAT, v.shape)
-                                            for a, v in feeds.items()],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = 9
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    p = tmp_path / "m.onnx"
-    p.write_bytes(model.SerializeToString())
-    got = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    want, got, _ = ort_and_refinterp(single_node_model(node, feeds, {"y": F}, opset=19, ir_version=9), feeds, tmp_path)
+    assert got["y"].shape == want["y"].shape
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("with_shape", [False, True])
@@ -125,22 +108,15 @@ def test_max_unpool_after_max_pool_matches_onnxruntime(tmp_path, with_shape):
     scheme."""
     # without output_shape the pre-pool size must be the inferred one (even); with it, odd
     x = np.random.default_rng(7).normal(0, 1, (2, 3, 7, 9) if with_shape else (2, 3, 8, 10)).astype(np.float32)
-    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])]
-    ins = ["p", "i"] + (["shape"] if with_shape else [])
-    nodes.append(helper.make_node("MaxUnpool", ins, ["y"], kernel_shape=[2, 2], strides=[2, 2]))
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["p", "i"] + (["shape"] if with_shape else []), ["y"],
+                              kernel_shape=[2, 2], strides=[2, 2])]
     inits = [helper.make_tensor("shape", TensorProto.INT64, [4], list(x.shape))] if with_shape else []
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
-    model.ir_version = 7
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    p = tmp_path / "m.onnx"
-    p.write_bytes(model.SerializeToString())
-    g = refinterp.load(str(p))
-    got = refinterp.Session(g, "onnxruntime-cpu").run({"x": x})["y"]
-    np.testing.assert_array_equal(got, want)
+    model = single_node_model(nodes, {"x": x}, {"y": F}, opset=12, ir_version=7, inits=inits)
+    want, got, g = ort_and_refinterp(model, {"x": x}, tmp_path, scheme="onnxruntime-cpu")
+    np.testing.assert_array_equal(got["y"], want["y"])
     if not with_shape:
-        np.testing.assert_array_equal(refinterp.Session(g, "float32").run({"x": x})["y"], want)
+        np.testing.assert_array_equal(refinterp.Session(g, "float32").run({"x": x})["y"], want["y"])
         return
     with pytest.raises(InputError, match="ONNX Runtime scatters into output_shape"):
         refinterp.Session(g, "float32").run({"x": x})

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
 from refinterp.errors import InputError  # noqa: E402
+from tests.onnx_models import ort_and_refinterp, single_node_model  # noqa: E402
 
 B, S, H, V, P, G = 3, 7, 16, 50, 20, 2
 
@@ -39,23 +40,10 @@ def _model(with_segment: bool, with_beta: bool, with_mask: bool, with_pos: bool,
     outs = ["y", "mask_index", "sum"][:n_out]
     node = helper.make_node("EmbedLayerNormalization", ins, outs, domain="com.microsoft", epsilon=1e-5)
     types = {"y": TensorProto.FLOAT, "mask_index": TensorProto.INT32, "sum": TensorProto.FLOAT}
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(k, TensorProto.INT32, v.shape) for k, v in feeds.items()],
-        [helper.make_tensor_value_info(o, types[o], None) for o in outs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 8
+    m = single_node_model(node, feeds, {o: types[o] for o in outs}, opset=17, ir_version=8,
+                          inits=[numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+                          domains=("com.microsoft",))
     return m, feeds, outs
-
-
-def _run_both(tmp_path, m, feeds):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    p = tmp_path / "m.onnx"
-    p.write_bytes(m.SerializeToString())
-    return want, refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)
 
 
 CASES = [(True, True, True, False, 3), (False, True, False, False, 2), (True, True, True, True, 2),
@@ -65,7 +53,7 @@ CASES = [(True, True, True, False, 3), (False, True, False, False, 2), (True, Tr
 @pytest.mark.parametrize("seg,beta,mask,pos,n_out", CASES, ids=lambda v: str(v))
 def test_embed_layer_norm_matches_onnxruntime(tmp_path, seg, beta, mask, pos, n_out):
     m, feeds, outs = _model(seg, beta, mask, pos, n_out)
-    want, got = _run_both(tmp_path, m, feeds)
+    want, got, _ = ort_and_refinterp(m, feeds, tmp_path, optimize=False)
     for o in outs:
         assert got[o].dtype == want[o].dtype and got[o].shape == want[o].shape, o
         if want[o].dtype.kind == "i":
