@@ -34,6 +34,7 @@ class BlockwiseFCPlan:
     w: np.ndarray          # int64 [O, K], values in [-8, 7]
     scales: np.ndarray     # float32 [O, K / block]
     block: int
+    kf: np.ndarray         # float32 [O]: the blocks' sc * sum(w), summed in block order (filter-only)
     bias: np.ndarray | None
     keep_num_dims: bool
 
@@ -64,7 +65,11 @@ def dequantize(node, ctx) -> np.ndarray:
 
 def prepare_opt(node, ctx) -> BlockwiseFCPlan:
     w, scales, block = blockwise_filter(node, ctx)
-    return BlockwiseFCPlan(node.name, w, scales, block, float_bias(node, ctx, 2, w.shape[0]),
+    sums = w.reshape(w.shape[0], -1, block).sum(axis=2).astype(F32)  # [O, K / block], exact
+    kf = np.zeros(w.shape[0], F32)
+    for b in range(sums.shape[1]):
+        kf = (kf + (scales[:, b] * sums[:, b]).astype(F32)).astype(F32)
+    return BlockwiseFCPlan(node.name, w, scales, block, kf, float_bias(node, ctx, 2, w.shape[0]),
                            bool(node.attrs.get("keep_num_dims", False)))
 
 
@@ -81,14 +86,11 @@ def run_opt(plan: BlockwiseFCPlan, x) -> np.ndarray:
     q, s, z = quantize_rows(rows, True)
     q = q.astype(np.int64)
     y = np.zeros((rows.shape[0], o), F32)
-    kf = np.zeros(o, F32)
     for b in range(k // plan.block):
         sl = slice(b * plan.block, (b + 1) * plan.block)
         acc = q[:, sl] @ plan.w[:, sl].T
-        sc = plan.scales[:, b]
-        y = (y + (acc.astype(F32) * sc[None, :]).astype(F32)).astype(F32)
-        kf = (kf + (sc * plan.w[:, sl].sum(axis=1).astype(F32)).astype(F32)).astype(F32)
-    y = (y - (z.astype(F32)[:, None] * kf[None, :]).astype(F32)).astype(F32)
+        y = (y + (acc.astype(F32) * plan.scales[None, :, b]).astype(F32)).astype(F32)
+    y = (y - (z.astype(F32)[:, None] * plan.kf[None, :]).astype(F32)).astype(F32)
     y = (y * np.asarray(s, F32)[:, None]).astype(F32)
     if plan.bias is not None:
         y = (y + plan.bias[None, :]).astype(F32)
