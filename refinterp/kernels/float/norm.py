@@ -81,12 +81,18 @@ def _prepare_ln(node, ctx) -> LayerNormPlan:
                          len(node.outputs))
 
 
+def _stash_dtype(stash_type: int, x: np.ndarray) -> np.dtype:
+    """The statistics' type: float32 for stash_type 1 (float64 inputs keep float64), else the input's
+    compute type."""
+    return np.dtype(np.float32) if stash_type == 1 and x.dtype != np.float64 else compute_dtype(x)
+
+
 @kernel("LayerNormalization", "float", prepare=_prepare_ln)
 def layer_normalization(plan, x, scale, bias=None):
     """Normalize over axes [axis, rank); outputs Y and, when asked, Mean and InvStdDev
     (shape x.shape[:axis] + 1s, in the stash type)."""
     axis = plan.axis % x.ndim
-    cdt = np.dtype(np.float32) if plan.stash_type == 1 and x.dtype != np.float64 else compute_dtype(x)
+    cdt = _stash_dtype(plan.stash_type, x)
     if plan.stash_type != 1 and x.dtype == np.float16:
         cdt = np.dtype(np.float16)
     xc = x.astype(cdt, copy=False)
@@ -108,7 +114,7 @@ def layer_normalization(plan, x, scale, bias=None):
 def rms_normalization(plan, x, scale):
     """x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale, statistics in the stash type."""
     axis = plan.axis % x.ndim
-    cdt = np.dtype(np.float32) if plan.stash_type == 1 and x.dtype != np.float64 else compute_dtype(x)
+    cdt = _stash_dtype(plan.stash_type, x)
     xc = x.astype(cdt, copy=False)
     ms = (xc * xc).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
     y = xc / np.sqrt(ms + cdt.type(plan.epsilon)) * np.asarray(scale, cdt)
@@ -123,8 +129,7 @@ def group_normalization(plan, x, scale, bias):
     n, c = x.shape[:2]
     if g <= 0 or c % g:
         raise ModelError(f"{plan.where}: {c} channels not divisible into {g} groups")
-    cdt = np.dtype(np.float32) if int(plan.attr("stash_type", 1)) == 1 and x.dtype != np.float64 \
-        else compute_dtype(x)
+    cdt = _stash_dtype(int(plan.attr("stash_type", 1)), x)
     xg = x.astype(cdt).reshape(n, g, -1)
     mean = xg.mean(axis=2, keepdims=True)
     d = xg - mean
