@@ -27,7 +27,7 @@ from ..registry import attr_plan, kernel
 _DTYPES = {1: np.float32, 10: np.float16, 11: np.float64, 16: None}
 
 
-def _heads(x: np.ndarray, n, where: str, what: str) -> np.ndarray:
+def split_heads(x: np.ndarray, n, where: str, what: str) -> np.ndarray:
     """[B, S, H*D] -> [B, H, S, D]."""
     if n is None or int(n) <= 0 or x.shape[2] % int(n):
         raise InputError(f"{where}: 3-D {what} needs q_num_heads / kv_num_heads dividing its hidden size")
@@ -77,9 +77,9 @@ def attention(plan, q, k, v, attn_mask=None, past_key=None, past_value=None, non
     dtype = q.dtype
     three_d = q.ndim == 3
     if three_d:
-        q = _heads(q, plan.attr("q_num_heads"), plan.where, "Q")
-        k = _heads(k, plan.attr("kv_num_heads"), plan.where, "K")
-        v = _heads(v, plan.attr("kv_num_heads"), plan.where, "V")
+        q = split_heads(q, plan.attr("q_num_heads"), plan.where, "Q")
+        k = split_heads(k, plan.attr("kv_num_heads"), plan.where, "K")
+        v = split_heads(v, plan.attr("kv_num_heads"), plan.where, "V")
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise InputError(f"{plan.where}: Q, K, V must all be 3-D or all 4-D")
     scale = plan.attr("scale")

@@ -21,6 +21,7 @@ import numpy as np
 
 from refinterp.errors import InputError
 from ..registry import attr_plan, kernel
+from .attention import split_heads
 
 _F32 = np.float32
 
@@ -49,12 +50,6 @@ def causal_conv_with_state(plan, x, w, bias=None, past_state=None):
     return y, padded[:, :, padded.shape[2] - (k - 1):]
 
 
-def _heads(x: np.ndarray, n: int) -> np.ndarray:
-    """[B, T, H*D] -> [B, H, T, D] in float32."""
-    b, t, hd = x.shape
-    return x.reshape(b, t, n, hd // n).transpose(0, 2, 1, 3).astype(_F32)
-
-
 @kernel("LinearAttention", "float", prepare=attr_plan)
 def linear_attention(plan, q, k, v, past_state=None, decay=None, beta=None):
     rule = str(plan.attr("update_rule", "gated_delta") or "gated_delta")
@@ -71,13 +66,14 @@ def linear_attention(plan, q, k, v, past_state=None, decay=None, beta=None):
         raise InputError(f"{plan.where}: query / key / value must be [B, T, heads * dim]")
     b, t, _ = q.shape
     dk, dv = q.shape[2] // hq, v.shape[2] // hk
-    q4, k4, v4 = _heads(q, hq), _heads(k, hk), _heads(v, hk)
+    q4, k4, v4 = (split_heads(a, n, plan.where, what).astype(_F32)
+                  for a, n, what in ((q, hq, "query"), (k, hk, "key"), (v, hk, "value")))
     g4 = None
     if gated:
         if decay.shape[-1] == hk:
             g4 = decay.reshape(b, t, hk, 1).transpose(0, 2, 1, 3).astype(_F32)
         elif decay.shape[-1] == hk * dk:
-            g4 = _heads(decay, hk)
+            g4 = split_heads(decay, hk, plan.where, "decay").astype(_F32)
         else:
             raise InputError(f"{plan.where}: decay's last dimension {decay.shape[-1]} is neither {hk} nor {hk * dk}")
     if delta:
