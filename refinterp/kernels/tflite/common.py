@@ -77,6 +77,23 @@ def impl(ctx: Any, allowed: tuple[str, ...], default: str) -> str:
     return v
 
 
+def real_multiplier(num: tuple, den: tuple, double: bool) -> float:
+    """A kernel's real multiplier prod(num) / prod(den) as the backend's Prepare forms it: float32
+    (LiteRT: ``a * b / (c * d)`` written on float scales, each product and the quotient rounded to
+    float32, left to right) or double (``double: True``; TFLite Micro, which evaluates even its
+    float32-written quotients in double)."""
+    if double:
+        return float(np.prod([float(v) for v in num])) / float(np.prod([float(v) for v in den]))
+
+    def f32_product(vs):
+        p = np.float32(vs[0])
+        for v in vs[1:]:
+            p = np.float32(p * np.float32(v))
+        return p
+
+    return float(np.float32(f32_product(num) / f32_product(den)))
+
+
 def mbqm(x, M, shift, r: Rounding) -> np.ndarray:
     """MultiplyByQuantizedMultiplier in the scheme's rounding (int32-valued x)."""
     return requantize(np.asarray(x, np.int64), M, shift, r)

@@ -19,7 +19,7 @@ from refinterp.errors import InputError, UnsupportedOpError
 from refinterp.quant import gemmlowp, lut
 from refinterp.quant.fixedpoint import quantize_multiplier, rdbp, round_half_away, srdhm16
 from ..common import (check_dtype, checked_log2, float_contract, impl, lookup, mbqm, qparams, qrange,
-                      quantize_bound, rounding, where)
+                      quantize_bound, real_multiplier, rounding, where)
 from ...registry import declare_settings, kernel
 
 declare_settings(__name__, "requant", "float_contract")  # the scheme settings these kernels read
@@ -124,12 +124,8 @@ def prepare_leaky(node, ctx):
     _need_zero_zp(node, dtype, zx, zo)
     alpha = _F(node.attrs.get("alpha", 0.01))
     how = impl(ctx, LEAKY_IMPLS, "abs_negate")
-    if how == "float64":
-        Ma, sa = quantize_multiplier(float(sx) * float(alpha) / float(so))
-        Mi, si = quantize_multiplier(float(sx) / float(so))
-    else:
-        Ma, sa = quantize_multiplier(float(_F(_F(sx * alpha) / so)))
-        Mi, si = quantize_multiplier(float(_F(sx / so)))
+    Ma, sa = quantize_multiplier(real_multiplier((sx, alpha), (so,), how == "float64"))
+    Mi, si = quantize_multiplier(real_multiplier((sx,), (so,), how == "float64"))
     r = rounding(ctx)
     v = _codes(dtype) - zx
     neg = -1 if Ma < 0 else 1

@@ -23,7 +23,7 @@ import numpy as np
 from refinterp.errors import InputError
 from refinterp.quant.fixedpoint import quantize_multiplier, srdhm, wrap_int32
 from refinterp.quant.gemmlowp import clz32, get_reciprocal
-from ..common import activation_range, impl, mbqm, rounding, where
+from ..common import activation_range, impl, mbqm, real_multiplier, rounding, where
 from .elementwise import _binary_io
 from ...registry import declare_settings, kernel
 
@@ -47,11 +47,7 @@ class DivPlan:
 
 def prepare_div(node, ctx) -> DivPlan:
     dt, s1, z1, s2, z2, so, zo = _binary_io(node, ctx, ("int8", "uint8"))
-    if impl(ctx, DIV_IMPLS, "float32") == "float64":
-        real = float(s1) / (float(s2) * float(so))
-    else:
-        real = float(np.float32(s1 / np.float32(s2 * so)))
-    M, e = quantize_multiplier(real)
+    M, e = quantize_multiplier(real_multiplier((s1,), (s2, so), impl(ctx, DIV_IMPLS, "float32") == "float64"))
     lo, hi = activation_range(node.attrs.get("activation"), so, zo, dt, node)
     return DivPlan(where(node), z1, z2, zo, M, e, (lo, hi), rounding(ctx).value, dt)
 

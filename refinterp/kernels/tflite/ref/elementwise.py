@@ -14,7 +14,8 @@ from refinterp.errors import UnsupportedOpError
 from refinterp.settings import fast_kernels
 from refinterp.quant.fixedpoint import (quantize_multiplier, quantize_multiplier_greater_than_one,
                                 quantize_multiplier_smaller_than_one_exp, rdbp, wrap_int32)
-from ..common import activation_range, check_dtype, checked_log2, impl, mbqm, qparams, qrange, rounding, where
+from ..common import (activation_range, check_dtype, checked_log2, impl, mbqm, qparams, qrange, real_multiplier,
+                      rounding, where)
 from .elementwise_fast import fast_add_sub
 from ...registry import declare_settings, kernel
 
@@ -173,10 +174,7 @@ def _mul_real_multiplier(ctx, s1, s2, so) -> float:
     """impl ``float32_multiplier`` (LiteRT ``mul.cc``): float32(float32(s1*s2)/so) widened to double;
     impl ``float64_multiplier`` (TFLM ``mul_common.cc``): double(s1)*double(s2)/double(so).
     The two differ in the last bits of M, enough for rare +-1 outputs (mostly int16)."""
-    form = impl(ctx, MUL_IMPLS, "float32_multiplier")
-    if form == "float64_multiplier":
-        return float(s1) * float(s2) / float(so)
-    return float(_F(_F(s1 * s2) / so))
+    return real_multiplier((s1, s2), (so,), impl(ctx, MUL_IMPLS, "float32_multiplier") == "float64_multiplier")
 
 
 def prepare_mul(node, ctx):

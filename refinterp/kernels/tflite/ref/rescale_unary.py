@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.quant.fixedpoint import quantize_multiplier
-from ..common import check_dtype, impl, mbqm, qparams, qrange, rounding, where
+from ..common import check_dtype, impl, mbqm, qparams, qrange, real_multiplier, rounding, where
 from refinterp.errors import UnsupportedOpError
 from ...registry import declare_settings, kernel
 
@@ -70,12 +70,9 @@ def _prepare(node, ctx) -> PReluPlan:
     sx, zx = qparams(x, node, "input")
     sa, za = qparams(alpha, node, "alpha")
     so, zo = qparams(y, node, "output")
-    if impl(ctx, PRELU_IMPLS, "float32") == "float64":
-        M1, e1 = quantize_multiplier(float(sx) / float(so))
-        M2, e2 = quantize_multiplier(float(sx) * float(sa) / float(so))
-    else:
-        M1, e1 = quantize_multiplier(float(_F(sx / so)))
-        M2, e2 = quantize_multiplier(float(_F(_F(sx * sa) / so)))
+    double = impl(ctx, PRELU_IMPLS, "float32") == "float64"
+    M1, e1 = quantize_multiplier(real_multiplier((sx,), (so,), double))
+    M2, e2 = quantize_multiplier(real_multiplier((sx, sa), (so,), double))
     return PReluPlan(zx, za, zo, M1, e1, M2, e2, dt, rounding(ctx).value)
 
 
@@ -108,10 +105,8 @@ def _prepare_abs(node, ctx):
         raise UnsupportedOpError(f"{where(node)}: int16 ABS needs zero points of 0")
     if sx == so:
         M, e = None, None
-    elif impl(ctx, PRELU_IMPLS, "float32") == "float64":
-        M, e = quantize_multiplier(float(sx) / float(so))
     else:
-        M, e = quantize_multiplier(float(_F(sx / so)))
+        M, e = quantize_multiplier(real_multiplier((sx,), (so,), impl(ctx, PRELU_IMPLS, "float32") == "float64"))
     return AbsPlan(zx, zo, M, e, dt, rounding(ctx).value)
 
 
