@@ -21,6 +21,7 @@ from ..limits import ABSURD_BYTES, check_alloc, element_count
 from .onnx_build import BuildContext
 from .onnx_external import load_external
 from .onnx_normalize import SPATIAL_OPS, normalize
+from .onnx_order import topological_order
 from .onnx_qop import convert_qop
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -209,16 +210,13 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
         raise ModelError("sparse initializers are not supported", where)
     inputs = [vi.name for vi in gp.input if vi.name not in init_names]
     available = set(outer) | set(inputs) | init_names
-    later = {o: i for i, n in enumerate(gp.node) for o in n.output if o}
     nodes: list[Node] = []
     names = _node_names(gp)
-    for idx, n in enumerate(gp.node):
+    for idx in topological_order(gp, available, names, where):
+        n = gp.node[idx]
         label = names[idx]
         for i in n.input:
             if i and i not in available:
-                if i in later:
-                    raise ModelError(f"nodes are not in topological order: node '{label}' uses '{i}' "
-                                     f"before node '{names[later[i]]}' (index {later[i]}) produces it", where)
                 raise ModelError(f"node '{label}' ({n.op_type}) input '{i}' is not a graph input, "
                                  f"initializer or node output", where)
         available.update(o for o in n.output if o)

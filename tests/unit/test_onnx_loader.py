@@ -105,11 +105,37 @@ def test_not_a_model_file(tmp_path, payload):
     assert "not an ONNX model" in str(e.value) and str(p) in str(e.value) and "\n" not in str(e.value)
 
 
-def test_nodes_out_of_topological_order_refused():
-    nodes = [helper.make_node("Relu", ["t"], ["y"]), helper.make_node("Neg", ["x"], ["t"])]
+def test_nodes_out_of_topological_order_run_in_dependency_order():
+    """Graphs written out of order (ONNX Runtime sorts and runs them) are sorted, keeping the file's
+    order where it is valid; outer names read by an If branch count as dependencies."""
+    then_g = helper.make_graph([helper.make_node("Mul", ["t", "t"], ["r"])], "then", [], [_vi("r", [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["t"], ["r2"])], "else", [], [_vi("r2", [2])])
+    nodes = [helper.make_node("Relu", ["t"], ["a"], name="uses_t"),
+             helper.make_node("If", ["c"], ["b"], name="if", then_branch=then_g, else_branch=else_g),
+             helper.make_node("Add", ["a", "b"], ["y"], name="sum"),
+             helper.make_node("Neg", ["x"], ["t"], name="makes_t"),
+             helper.make_node("ReduceSum", ["x"], ["s"], name="rs", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="cmp")]
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    m = _model(nodes, [_vi("x", [2])], [_vi("y", [2])], [zero])
+    g = load_onnx_model(m)
+    assert [n.name for n in g.nodes][:2] == ["makes_t", "uses_t"]
+    assert [n.name for n in g.nodes].index("if") > [n.name for n in g.nodes].index("cmp")
+    sess = refinterp.Session(g, "float32")
+    for x in (np.array([1.5, -2.0], np.float32), np.array([-1.5, -2.0], np.float32)):
+        t = -x
+        want = np.maximum(t, 0) + (t * t if x.sum() > 0 else -t)
+        np.testing.assert_array_equal(sess.run({"x": x})["y"], want)
+
+
+def test_graph_cycle_refused_naming_it():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="head"),
+             helper.make_node("Add", ["a", "c"], ["b"], name="p"), helper.make_node("Neg", ["b"], ["c"], name="q"),
+             helper.make_node("Relu", ["b"], ["y"], name="tail")]
     m = _model(nodes, [_vi("x", [2])], [_vi("y", [2])])
-    with pytest.raises(ModelError, match="topological order"):
+    with pytest.raises(ModelError, match=r"cycle: '(p|q)' -> '(p|q)' -> '(p|q)'") as e:
         load_onnx_model(m)
+    assert "\n" not in str(e.value)
 
 
 # -- structure -------------------------------------------------------------------------------
