@@ -1,7 +1,9 @@
 """Full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (8x8_16) against LiteRT's reference, optimized and XNNPACK
 resolvers and TFLite Micro (kernels/tflite/ref/lstm.py; TFLM through ``impl: tflm``): the three
 converter-made LSTM models of the corpus (keyword spotting, MNIST rows, DTLN noise suppression),
-several random inputs each, every tensor equal.  Runtimes run in a subprocess (_int_oracle)."""
+several random inputs each, and built models (CIFG, clipping, zero points, 16x8, peephole, layer
+norm, projection; the last three also against LiteRT's aarch64 build under emulation), every tensor
+equal.  Runtimes run in a subprocess (_int_oracle)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 pytest.importorskip("ai_edge_litert")
 
 import refinterp  # noqa: E402
-from tests.conformance._int_oracle import Aborted, compare, run_batch  # noqa: E402
+from tests.conformance._int_oracle import Aborted, arm64_skip_reason, compare, run_batch  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tflite_micro"
 MODELS = ("micro_speech_lstm.tflite", "trained_lstm_int8.tflite", "dtln_noise_suppression.tflite")
@@ -45,34 +47,16 @@ def test_integer_lstm_models_every_tensor(backend):
     assert checked >= len(cases) * 3
 
 
-@pytest.mark.parametrize("slot,what", [(20, "layer normalization"), (9, "peephole"), (16, "projection")])
-def test_unmodelled_integer_lstm_forms_are_refused_by_name(slot, what):
-    """Layer-norm, peephole and projection integer LSTMs have their own arithmetic (not modelled): a
-    Session refuses them naming the node and the form, never computes something else."""
-    import dataclasses
-
-    from refinterp.errors import UnsupportedOpError
-    from refinterp.ir import TensorInfo
-
-    g = refinterp.load(CORPUS / "micro_speech_lstm.tflite")
-    k = next(i for i, n in enumerate(g.nodes) if n.op == "UnidirectionalSequenceLSTM")
-    node = g.nodes[k]
-    extra = TensorInfo("extra_const", (80,), "int16", const=np.zeros(80, np.int16))
-    g.tensors["extra_const"] = extra
-    ins = list(node.inputs)
-    ins[slot] = "extra_const"
-    g.nodes[k] = dataclasses.replace(node, inputs=ins)
-    with pytest.raises(UnsupportedOpError, match=f"{node.name}.*{what}"):
-        refinterp.Session(g, "tflite-reference")
-
-
 # -- built models: batch 2, CIFG, cell clip, time-major, zero points, saturation ---------------------
 
 def _int_model(cifg=False, time_major=False, cell_clip=0.0, zx=-3, zh=5, wscale=0.02, bias_span=3000,
-               seed=0, B=2, T=5, I=7, C=6, act="int8"):
+               seed=0, B=2, T=5, I=7, C=6, act="int8", peephole=False, layer_norm=False, proj=0,
+               proj_clip=0.0, hidden=(1 / 128, 5)):
     """An 8x8_16 LSTM as the converter writes it: int8 input / output state / output, int16 cell state
     (scale 2^-11), int8 weights, int32 biases, and the five intermediates (the last one, the hidden
-    state, quantized like the output state)."""
+    state, quantized like the output state unless ``hidden`` says otherwise).  ``peephole``: int16
+    cell-to-gate weights; ``layer_norm``: int16 coefficients and int16-quantized gate intermediates;
+    ``proj``: an int8 projection to that many outputs (int32 bias), clipped at ``proj_clip``."""
     from tests.tflite_builder import TFLiteBuilder
 
     rng = np.random.default_rng(seed)
@@ -89,17 +73,41 @@ def _int_model(cifg=False, time_major=False, cell_clip=0.0, zx=-3, zh=5, wscale=
     def bias(name):
         return b.const(name, rng.integers(-bias_span, bias_span + 1, C).astype(bias_dt), bias_dt, sx * wscale, 0)
 
+    def vec16(name, scale):
+        return b.const(name, rng.integers(-32767, 32768, C).astype(np.int16), "int16", scale, 0)
+
+    O = proj or C
     ins = [x, -1 if cifg else w("w_i", C, I), w("w_f", C, I), w("w_c", C, I), w("w_o", C, I)]
-    ins += [-1 if cifg else w("r_i", C, C), w("r_f", C, C), w("r_c", C, C), w("r_o", C, C)]
-    ins += [-1, -1, -1, -1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o"), -1, -1]
-    h = b.tensor("h_state", (B, C), act, sh, zh)
+    ins += [-1 if cifg else w("r_i", C, O), w("r_f", C, O), w("r_c", C, O), w("r_o", C, O)]
+    if peephole:
+        ins += [-1 if cifg else vec16("p_i", float(rng.uniform(1e-5, 4e-5))),
+                vec16("p_f", float(rng.uniform(1e-5, 4e-5))), vec16("p_o", float(rng.uniform(1e-5, 4e-5)))]
+    else:
+        ins += [-1, -1, -1]
+    ins += [-1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o")]
+    if proj:
+        ins += [b.const("w_p", rng.integers(-127, 128, (O, C)).astype(np.int8), "int8",
+                        float(rng.uniform(0.005, 0.02)), 0),
+                b.const("b_p", rng.integers(-2000, 2001, O).astype(np.int32), "int32", 1e-4, 0)]
+    else:
+        ins += [-1, -1]
+    h = b.tensor("h_state", (B, O), act, sh, zh)
     c = b.tensor("c_state", (B, C), "int16", 2.0 ** -11, 0)
     b.tensors[h].isVariable = b.tensors[c].isVariable = True
-    ins += [h, c, -1, -1, -1, -1]
-    y = b.tensor("y", (T, B, C) if time_major else (B, T, C), act, sh, zh)
+    ins += [h, c]
+    if layer_norm:
+        ins += [-1 if cifg else vec16("ln_i", float(rng.uniform(2e-5, 6e-5)))]
+        ins += [vec16(f"ln_{g}", float(rng.uniform(2e-5, 6e-5))) for g in "fco"]
+    else:
+        ins += [-1, -1, -1, -1]
+    y = b.tensor("y", (T, B, O) if time_major else (B, T, O), act, sh, zh)
     k = b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], {"fused_activation": "TANH", "cell_clip": cell_clip,
-                                                         "proj_clip": 0.0, "time_major": time_major})
-    inter = [b.tensor(f"inter{j}", (0,), "float32") for j in range(4)] + [b.tensor("hidden", (0,), act, sh, zh)]
+                                                         "proj_clip": proj_clip, "time_major": time_major})
+    if layer_norm:
+        inter = [b.tensor(f"inter{j}", (0,), "int16", float(2.0 ** -12 * rng.uniform(0.3, 3)), 0) for j in range(4)]
+    else:
+        inter = [b.tensor(f"inter{j}", (0,), "float32") for j in range(4)]
+    inter += [b.tensor("hidden", (0,), act, *(hidden if proj else (sh, zh)))]
     b.operators[k].intermediates = inter
     shape = (T, B, I) if time_major else (B, T, I)
     feeds = {"x": rng.integers(lo, hi + 1, shape).astype(act)}
@@ -146,6 +154,99 @@ def test_tflm_cifg_lstm_is_refused_as_the_runtime_refuses_it(tmp_path):
     assert isinstance(res, Aborted) and "allocate" in res.message, res
     with pytest.raises(UnsupportedOpError, match="no CIFG form"):
         refinterp.Session(refinterp.load(str(p)), "tflite-micro")
+
+
+# Peephole, layer-norm and projection LSTMs (lstm_parts.py).  "peephole-projection" is the case where
+# LiteRT's peephole covers only the first n_output cells of each batch row; the C >= 16 cases take
+# the aarch64 NEON layer norm's vector blocks (and, at C = 17 / 20, its scalar tail); "ln-bias-2^31"
+# has biases near 2^31, where r * coef + b overflows int32 (both builds form it in int64).
+FORMS = {
+    "peephole": dict(peephole=True, seed=7),
+    "layer-norm": dict(layer_norm=True, seed=8),
+    "projection": dict(proj=4, seed=9, hidden=(0.02, -7)),
+    "projection-clip": dict(proj=4, proj_clip=0.3, seed=14, hidden=(0.03, 3)),
+    "peephole-projection": dict(peephole=True, proj=4, seed=12, hidden=(0.03, 3)),
+    "cifg-layer-norm-peephole": dict(cifg=True, peephole=True, layer_norm=True, seed=11),
+    "all-C20": dict(peephole=True, layer_norm=True, proj=12, proj_clip=0.5, seed=20, B=3, T=4, I=24, C=20,
+                    hidden=(0.02, -5)),
+    "ln-saturating-C32": dict(layer_norm=True, seed=22, B=2, T=6, I=16, C=32, wscale=0.3, bias_span=300000,
+                              zx=-128, zh=-120),
+    "ln-C17": dict(layer_norm=True, seed=62, B=2, T=3, I=9, C=17),
+    "ln-bias-2^31": dict(layer_norm=True, peephole=True, seed=71, B=3, T=4, I=9, C=40, bias_span=2**31 - 1,
+                         wscale=0.2),
+}
+
+
+def _forms_every_tensor(tmp_path, backend: str, scheme: str, names) -> int:
+    cases = [_int_model(**FORMS[k]) for k in names]
+    checked = 0
+    for name, (model, feeds), want in zip(names, cases, run_batch(cases, backend)):
+        if isinstance(want, Aborted):
+            pytest.fail(f"finding: {backend} aborted on the {name} LSTM: {want.message}")
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        ours = refinterp.Session(refinterp.load(str(p)), scheme).run(feeds, capture="all")
+        n, bad, notes = compare(want, {k: v for k, v in ours.items() if not k.endswith("#next")})
+        assert n >= 2 and bad == 0, f"{name} under {backend}: {bad} differing; {notes[:3]}"
+        checked += n
+    return checked
+
+
+@pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
+def test_peephole_layer_norm_projection_lstm_every_tensor(tmp_path, backend):
+    n = _forms_every_tensor(tmp_path, backend, SCHEMES[backend], sorted(FORMS))
+    print(f"\n{len(FORMS)} LSTM forms under {backend}: {n} tensors, 0 differing")
+
+
+@pytest.mark.parametrize("backend", ["opt-arm64", "xnnpack-arm64"])
+def test_peephole_layer_norm_projection_lstm_arm64(tmp_path, backend):
+    """LiteRT 2.3's aarch64 build: NeonApplyLayerNorm (``impl: litert_neon``)."""
+    why = arm64_skip_reason(backend)
+    if why:
+        pytest.skip(why)
+    scheme = {"opt-arm64": "tflite-optimized-arm64", "xnnpack-arm64": "tflite-xnnpack-arm64"}[backend]
+    n = _forms_every_tensor(tmp_path, backend, scheme, sorted(FORMS))
+    print(f"\n{len(FORMS)} LSTM forms under {backend}: {n} tensors, 0 differing")
+
+
+def test_layer_norm_lstm_on_old_arm64_runtime_is_refused(tmp_path):
+    """tflite-runtime 2.14's aarch64 wheel computes the layer-norm LSTM otherwise (not modelled): its
+    schemes refuse it by name, and the runtime's answer differs from LiteRT 2.3's on ARM (the finding
+    that makes the refusal necessary); its peephole and projection forms are equal."""
+    why = arm64_skip_reason("opt-arm64-2.14")
+    if why:
+        pytest.skip(why)
+    from refinterp.errors import UnsupportedOpError
+
+    plain = [k for k in sorted(FORMS) if not FORMS[k].get("layer_norm")]
+    _forms_every_tensor(tmp_path, "opt-arm64-2.14", "tflite-optimized-arm64-2.14", plain)
+    model, feeds = _int_model(**FORMS["all-C20"])
+    p = tmp_path / "ln.tflite"
+    p.write_bytes(model)
+    g = refinterp.load(str(p))
+    for scheme in ("tflite-optimized-arm64-2.14", "tflite-reference-arm64-2.14"):
+        with pytest.raises(UnsupportedOpError, match="2.14.*layer-norm"):
+            refinterp.Session(g, scheme)
+    (old,) = run_batch([(model, feeds)], "opt-arm64-2.14")
+    new = refinterp.Session(g, "tflite-optimized-arm64").run(feeds)
+    assert not isinstance(old, Aborted) and not np.array_equal(old["y"], new["y"])
+
+
+def test_tflm_refuses_peephole_layer_norm_projection_lstms(tmp_path):
+    """TFLite Micro implements the Keras LSTM only: it fails to allocate these (measured) and
+    tflite-micro refuses them naming the node and the form."""
+    pytest.importorskip("tflite_micro")
+    from refinterp.errors import UnsupportedOpError
+
+    names = ["peephole", "layer-norm", "projection"]
+    cases = [_int_model(**FORMS[k]) for k in names]
+    for name, (model, _), res in zip(names, cases, run_batch(cases, "tflm")):
+        assert isinstance(res, Aborted) and "allocate" in res.message, (name, res)
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        what = {"peephole": "peephole", "layer-norm": "layer normalization", "projection": "projection"}[name]
+        with pytest.raises(UnsupportedOpError, match=f"y.*TFLite Micro.*{what}"):
+            refinterp.Session(refinterp.load(str(p)), "tflite-micro")
 
 
 SIXTEEN = {
