@@ -66,7 +66,8 @@ def _bilstm(ctx: OpContext) -> Result:
     return "BidirectionalSequenceLSTM", ins, {
         "cell_activation": ctx.activation(), "cell_clip": float(ctx.opt("cell_clip", 0.0)),
         "proj_clip": float(ctx.opt("proj_clip", 0.0)), "time_major": bool(ctx.opt("time_major", True)),
-        "merge_outputs": bool(ctx.opt("merge_outputs", False)), "_state_outputs": states}
+        "merge_outputs": bool(ctx.opt("merge_outputs", False)),
+        "asymmetric_quantize_inputs": bool(ctx.opt("asymmetric_quantize_inputs", False)), "_state_outputs": states}
 
 
 INDEX_CONVERTERS["BIDIRECTIONAL_SEQUENCE_LSTM"] = _bilstm

@@ -329,3 +329,71 @@ def test_hybrid_lstm_matches_litert(tmp_path, backend):
         ours = refinterp.Session(g, SCHEMES[backend]).run(feeds)
         for k in g.outputs:
             np.testing.assert_allclose(ours[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {backend} {k}")
+
+
+def _hybrid_bilstm_model(merge=False, time_major=False, asymmetric=False, cifg=False, seed=0, B=2, T=4, I=6, C=5):
+    from tests.tflite_builder import TFLiteBuilder
+
+    rng = np.random.default_rng(seed)
+    b = TFLiteBuilder()
+    x = b.tensor("x", (T, B, I) if time_major else (B, T, I))
+
+    def w(name, rows, cols):
+        return b.const(name, rng.integers(-127, 128, (rows, cols)).astype(np.int8), "int8",
+                       float(rng.uniform(0.002, 0.01)), 0)
+
+    ins = [x]
+    for d in ("fw", "bw"):
+        ins += [-1 if cifg else w(f"{d}_wi", C, I)] + [w(f"{d}_w{g}", C, I) for g in "fco"]
+        ins += [-1 if cifg else w(f"{d}_ri", C, C)] + [w(f"{d}_r{g}", C, C) for g in "fco"]
+        ins += [-1, -1, -1]
+        ins += [-1 if cifg else b.const(f"{d}_bi", rng.normal(0, 0.3, C).astype(np.float32))]
+        ins += [b.const(f"{d}_b{g}", rng.normal(0, 0.3, C).astype(np.float32)) for g in "fco"] + [-1, -1]
+    states = [b.tensor(n, (B, C)) for n in ("fw_h", "fw_c", "bw_h", "bw_c")]
+    for st in states:
+        b.tensors[st].isVariable = True
+    ins += states + [-1] * 9
+    shape = (T, B) if time_major else (B, T)
+    outs = [b.tensor("y", shape + (2 * C,))] if merge else [b.tensor("y_fw", shape + (C,)),
+                                                            b.tensor("y_bw", shape + (C,))]
+    b.op("BIDIRECTIONAL_SEQUENCE_LSTM", ins, outs, {"fused_activation": "TANH", "merge_outputs": merge,
+                                                    "time_major": time_major,
+                                                    "asymmetric_quantize_inputs": asymmetric})
+    return b.build([x], outs), {"x": rng.normal(0, 1.5, (T, B, I) if time_major else (B, T, I)).astype(np.float32)}
+
+
+HYBRID_BI = {
+    "batch-major": dict(),
+    "time-major-merged": dict(merge=True, time_major=True, seed=1),
+    "asymmetric-cifg": dict(asymmetric=True, cifg=True, seed=2),
+    "time-major-asymmetric": dict(time_major=True, asymmetric=True, seed=3, B=3, T=6, I=17, C=9),
+}
+
+
+@pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
+def test_hybrid_bidirectional_lstm_matches_litert(tmp_path, backend):
+    """LiteRT's hybrid BIDIRECTIONAL_SEQUENCE_LSTM (int8 weights, float activations): both directions'
+    outputs within 1e-5 relative (float order of the element-wise steps; libm exp / tanh)."""
+    cases = [_hybrid_bilstm_model(**HYBRID_BI[k]) for k in sorted(HYBRID_BI)]
+    for name, (model, feeds), want in zip(sorted(HYBRID_BI), cases, run_batch(cases, backend)):
+        if isinstance(want, Aborted):
+            pytest.fail(f"finding: {backend} aborted on the {name} hybrid BiLSTM: {want.message}")
+        p = tmp_path / f"{name}.tflite"
+        p.write_bytes(model)
+        g = refinterp.load(str(p))
+        ours = refinterp.Session(g, SCHEMES[backend]).run(feeds)
+        for k in g.outputs:
+            np.testing.assert_allclose(ours[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {backend} {k}")
+        # the float kernel (weights dequantized) is not what LiteRT computes: the test can tell
+        flt = refinterp.Session(g, "float32").run(feeds)
+        assert any(not np.allclose(flt[k], want[k], rtol=1e-5, atol=1e-6) for k in g.outputs), name
+
+
+def test_hybrid_bidirectional_lstm_merged_batch_major_is_refused(tmp_path):
+    from refinterp.errors import UnsupportedOpError
+
+    model, _ = _hybrid_bilstm_model(merge=True)
+    p = tmp_path / "m.tflite"
+    p.write_bytes(model)
+    with pytest.raises(UnsupportedOpError, match="merged batch-major"):
+        refinterp.Session(refinterp.load(str(p)), "tflite-reference")

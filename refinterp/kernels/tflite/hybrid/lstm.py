@@ -12,6 +12,12 @@ float32 (order as the C++)::
              row block is all zeros is skipped (LiteRT's IsZeroVector shortcut)
     i, f, o = sigmoid(gate) (CIFG: i = 1 - f);  g = act(gate_c)
     c = f * c + g * i  (clipped to +-cell_clip when > 0);  h = o * act(c);  y[t] = h
+
+BIDIRECTIONAL_SEQUENCE_LSTM (bidirectional_sequence_lstm.cc, hybrid path): the same step for the
+forward LSTM (inputs 1-17, states 35-36) and for the backward one (inputs 18-34, states 37-38) over
+the reversed sequence, its output written back at each input step; outputs as the float kernel
+(``kernels/float/recurrent.py``).  Merged batch-major outputs are refused: LiteRT 2.3 fills part of
+them from memory it did not write (see README, known differences).
 """
 from __future__ import annotations
 
@@ -47,9 +53,9 @@ class HybridLstmPlan:
     bias: tuple  # float32 [C] per gate (zeros when absent)
 
 
-def _prepare(node, ctx) -> HybridLstmPlan:
-    ins = list(ctx.inputs) + [None] * (24 - len(ctx.inputs))
-    w = f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)"
+def _prepare(node, ctx, ins=None, w=None) -> HybridLstmPlan:
+    ins = (list(ctx.inputs) if ins is None else list(ins)) + [None] * 24
+    w = w or f"node '{node.name}' (UNIDIRECTIONAL_SEQUENCE_LSTM)"
     for slots, what in (((9, 10, 11), "peephole weights"), ((16, 17), "a projection"),
                         ((20, 21, 22, 23), "layer normalization")):
         if any(ins[k] is not None for k in slots):
@@ -118,3 +124,36 @@ def hybrid_lstm(plan: HybridLstmPlan, x, *rest):
     if not plan.time_major:
         y = np.swapaxes(y, 0, 1)
     return np.ascontiguousarray(y), h, c
+
+
+@dataclass(frozen=True)
+class HybridBiLstmPlan:
+    fw: HybridLstmPlan
+    bw: HybridLstmPlan
+    merge: bool
+
+
+def _prepare_bi(node, ctx) -> HybridBiLstmPlan:
+    ins = list(ctx.inputs) + [None] * (48 - len(ctx.inputs))
+    w = f"node '{node.name}' (BIDIRECTIONAL_SEQUENCE_LSTM)"
+    if any(ins[k] is not None for k in range(39, 48)):
+        raise UnsupportedOpError(f"{w}: the auxiliary input is not supported")
+    merge = bool(node.attrs.get("merge_outputs", False))
+    if merge and not node.attrs.get("time_major", False):
+        raise UnsupportedOpError(f"{w}: merged batch-major outputs are not modelled (LiteRT 2.3 fills part "
+                                 f"of them from memory it did not write)")
+    fw = _prepare(node, ctx, [ins[0]] + ins[1:18] + [None, None], w)
+    bw = _prepare(node, ctx, [ins[0]] + ins[18:35] + [None, None], w)
+    return HybridBiLstmPlan(fw, bw, merge)
+
+
+@kernel("BidirectionalSequenceLSTM", ("tflite_hybrid_ref", "tflite_hybrid_opt"), prepare=_prepare_bi)
+def hybrid_bilstm(plan: HybridBiLstmPlan, x, *rest):
+    args = list(rest) + [None] * (47 - len(rest))
+    t_axis = 0 if plan.fw.time_major else 1
+    y_fw, h_fw, c_fw = hybrid_lstm(plan.fw, x, *args[0:17], args[34], args[35])
+    y_bw, h_bw, c_bw = hybrid_lstm(plan.bw, np.flip(np.asarray(x), axis=t_axis), *args[17:34], args[36], args[37])
+    y_bw = np.ascontiguousarray(np.flip(y_bw, axis=t_axis))
+    if plan.merge:
+        return (np.concatenate([y_fw, y_bw], axis=-1), h_fw, c_fw, h_bw, c_bw)
+    return (y_fw, y_bw, h_fw, c_fw, h_bw, c_bw)
