@@ -1,4 +1,5 @@
-"""Float Conv summation order of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime.
+"""Float Conv summation order of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime:
+pointwise convs (GemmDirect) and, at the end, spatial ones (expand then GEMM).
 
 With int8 activations ORT (x86, ORT_ENABLE_ALL) leaves some QDQ Conv units unfused:
 DequantizeLinear -> float Conv -> QuantizeLinear.  MLAS runs such a pointwise Conv as one SGEMM
@@ -168,13 +169,77 @@ def test_qdq_int8_unfused_conv_every_tensor(tmp_path):
 
 
 def test_steps_report_the_kernel_that_runs(tmp_path):
-    """ort_float hands 3x3 float convs to the generic float kernel (Delegate): the session reports
-    ``float`` for them and ``ort_float`` only for the pointwise ones it computes in MLAS's order."""
+    """ort_float computes pointwise and spatial NCHW float convs (grouped and single-filter ones
+    included) in MLAS's order and reports ``ort_float`` for them; other layouts go to the generic
+    float kernel (Delegate) and are reported as ``float``."""
     _, pw = _float_conv_model(tmp_path, 8, 4, 5, 5, False)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3])], "k3",
+
+    def conv(name, cout, group):
+        g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], group=group)],
+                              name, [helper.make_tensor_value_info("x", F, [1, 8, 5, 5]),
+                                     helper.make_tensor_value_info("w", F, [cout, 8 // group, 3, 3])],
+                              [helper.make_tensor_value_info("y", F, None)])
+        return _save(tmp_path, g, name)[1]
+
+    def variants(path):
+        return [st.kernel.variant for st in refinterp.Session(refinterp.load(path), "onnxruntime-cpu").steps]
+
+    assert variants(pw) == ["ort_float"]
+    assert variants(conv("k3", 4, 1)) == ["ort_float"]
+    assert variants(conv("dw", 8, 8)) == ["ort_float"]
+    assert variants(conv("one", 1, 1)) == ["ort_float"]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1], group=2)], "gpw",
                           [helper.make_tensor_value_info("x", F, [1, 8, 5, 5]),
-                           helper.make_tensor_value_info("w", F, [4, 8, 3, 3])],
+                           helper.make_tensor_value_info("w", F, [4, 4, 1, 1])],
                           [helper.make_tensor_value_info("y", F, None)])
-    _, k3 = _save(tmp_path, g, "k3")
-    assert [st.kernel.variant for st in refinterp.Session(refinterp.load(pw), "onnxruntime-cpu").steps] == ["ort_float"]
-    assert [st.kernel.variant for st in refinterp.Session(refinterp.load(k3), "onnxruntime-cpu").steps] == ["float"]
+    assert variants(_save(tmp_path, g, "gpw")[1]) == ["ort_float"]  # computed by the generic kernel at run time
+
+
+# -- spatial convolutions: MLAS expand-then-GEMM (float_conv_expand.py) ---------------------------------
+
+def _spatial_conv_model(tmp_path, cin, cout, shape, kernel, attrs):
+    sp = len(shape)
+    ins = [helper.make_tensor_value_info("x", F, [1, cin, *shape]),
+           helper.make_tensor_value_info("w", F, [cout, cin // attrs.get("group", 1), *kernel]),
+           helper.make_tensor_value_info("b", F, [cout])]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=list(kernel), **attrs)],
+                          "sp", ins, [helper.make_tensor_value_info("y", F, None)])
+    return _save(tmp_path, g, f"sp_{cin}_{cout}_{'x'.join(map(str, shape))}_{sp}")
+
+
+# (cin, cout, spatial, kernel, attributes): K = cin * prod(kernel), N = prod(out)
+SPATIAL = {
+    "3x3-pad1-segmented": (32, 64, (28, 28), (3, 3), dict(pads=[1, 1, 1, 1])),     # N split over threads
+    "3x3-stride2": (16, 32, (56, 56), (3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+    "3x3-K-blocked": (64, 48, (14, 14), (3, 3), dict(pads=[1, 1, 1, 1])),         # K = 576 > N = 196
+    "5x5-dilated": (8, 24, (20, 17), (5, 5), dict(dilations=[2, 2], pads=[4, 4, 4, 4])),
+    "7x7-stem": (3, 16, (64, 64), (7, 7), dict(pads=[3, 3, 3, 3], strides=[2, 2])),
+    "same-upper-odd": (5, 7, (9, 13), (3, 2), dict(auto_pad="SAME_UPPER")),
+    "filters-exceed-positions": (40, 96, (4, 4), (3, 3), {}),                     # ExpandThenGemm: MlasGemm
+    "1d": (12, 20, (50,), (5,), dict(pads=[2, 2])),
+    "3d": (4, 8, (6, 7, 8), (3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),
+    "one-filter": (16, 1, (20, 20), (3, 3), dict(pads=[1, 1, 1, 1])),             # M1 kernel, K = 144
+    "depthwise": (24, 24, (28, 28), (3, 3), dict(pads=[1, 1, 1, 1], group=24)),   # M1 per group, K = 9
+    "depthwise-x2-stride2": (16, 32, (15, 15), (3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=16)),
+    "grouped": (32, 48, (12, 12), (3, 3), dict(pads=[1, 1, 1, 1], group=4)),      # 12 filters per group
+    "depthwise-5x5": (8, 8, (33, 9), (5, 5), dict(pads=[2, 2, 2, 2], group=8)),   # K = 25: 4-groups + 1
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPATIAL))
+def test_float_spatial_conv_bit_exact(tmp_path, case):
+    cin, cout, shape, kernel, attrs = SPATIAL[case]
+    m, path = _spatial_conv_model(tmp_path, cin, cout, shape, kernel, attrs)
+    rng = np.random.default_rng(len(case) * 31 + cin)
+    feeds = {"x": rng.uniform(-1, 1, (1, cin, *shape)).astype(np.float32),
+             "w": rng.uniform(-1, 1, (cout, cin // attrs.get("group", 1), *kernel)).astype(np.float32),
+             "b": rng.uniform(-1, 1, cout).astype(np.float32)}
+    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        got = refinterp.Session(refinterp.load(path), "onnxruntime-cpu").run(feeds)["y"]
+        assert got.shape == want.shape
+        assert np.array_equal(_bits(got), _bits(want)), f"{level}: {np.mean(_bits(got) != _bits(want)):.3%} differ"
+    generic = refinterp.Session(refinterp.load(path), "float32").run(feeds)["y"]
+    print(f"\n{case}: bit-exact; the generic float order differs on {np.mean(_bits(generic) != _bits(want)):.2%}")

@@ -9,9 +9,12 @@ onnxruntime/core/mlas/lib/convolve.cpp) -- are computed as
     y[c, p] = fl( sgemm(W (C_out x C_in), X (C_in x H*W))[c, p] + bias[c] )
 
 with ``sgemm`` in MLAS's order (refinterp/kernels/onnxruntime/float_sgemm.py: K blocks of FMA chains, the
-thread split of the ORT intra-op pool).  Every other float Conv (spatial kernels: im2col / NCHWc /
-depthwise algorithms; batch or group > 1; segments that take MLAS's M1 kernels) runs the generic
-``float`` kernel, whose summation order is NumPy/BLAS's, not MLAS's (may differ by a few ulp).
+thread split of the ORT intra-op pool).  Spatial float Convs (batch 1, NCHW, any group count,
+depthwise included) follow MLAS's expand-then-GEMM order (float_conv_expand.py).  Every other float
+Conv (batch > 1, grouped pointwise convs, the one-input-channel GemmDirect shapes, MLAS's M1
+segments of a threaded GEMM, and convolutions ORT rewrites to NCHWc, which this kernel does not know
+about) runs the generic ``float`` kernel, whose summation order is NumPy/BLAS's, not MLAS's (may
+differ by a few ulp).
 
 ``threads`` (plan): ORT's default intra-op thread count, the number of physical cores available to
 the process (onnxruntime/core/platform/posix/env.cc, GetDefaultThreadCount via cpuinfo).
@@ -25,8 +28,10 @@ from typing import Any
 import numpy as np
 
 from .common import is_quantized
+from .float_conv_expand import expand_then_gemm
 from .float_sgemm import mlas_sgemm
 from ..registry import Delegate, kernel, require
+from ..spatial import ints, resolve_window
 
 VARIANT = "ort_float"
 
@@ -54,15 +59,23 @@ class OrtFloatConvPlan:
     pointwise: bool   # attributes allow MlasConvAlgorithmGemmDirect (shapes checked at run time)
     threads: int
     fallback: Any     # (kernel, plan) of the generic float Conv
+    expand: bool = False  # a spatial NCHW group-1 conv: MLAS's expand-then-GEMM order
 
     def describe(self) -> dict:
-        return {"executed_by": "MLAS SGEMM order (GemmDirect)" if self.pointwise else "generic float conv",
-                "threads": self.threads}
+        how = ("MLAS SGEMM order (GemmDirect)" if self.pointwise else
+               "MLAS SGEMM order (expand then GEMM)" if self.expand else "generic float conv")
+        return {"executed_by": how, "threads": self.threads}
+
+
+def _plain(node, fplan) -> bool:
+    """NCHW, OIHW weights, no fused activation: the layouts MlasConv runs directly."""
+    return (fplan.layout == "NCHW" and fplan.weight_layout == "OIHW" and fplan.group >= 0
+            and not node.attrs.get("activation"))  # group 0: one group per input channel
 
 
 def _pointwise(node, fplan) -> bool:
     a = node.attrs
-    if fplan.layout != "NCHW" or fplan.weight_layout != "OIHW" or fplan.group not in (1,):
+    if not _plain(node, fplan) or fplan.group != 1:
         return False
     if fplan.kernel_shape is not None and any(k != 1 for k in fplan.kernel_shape):
         return False
@@ -77,16 +90,18 @@ def _prepare(node, ctx):
     first_in = ctx.inputs[0] if ctx.inputs else None
     first_out = ctx.outputs[0] if ctx.outputs else None
     if is_quantized(first_in) or is_quantized(first_out) or any(is_quantized(t) for t in ctx.inputs):
-        k = require("Conv", "ort")
+        k = require(node.op, "ort")
         return Delegate(k, k.prepare(node, ctx))  # the session runs and reports it as the ort kernel
-    fk = require("Conv", "float")
+    fk = require(node.op, "float")  # Conv, or DepthwiseConv (the loader's name for group == channels)
     fplan = fk.prepare(node, ctx)
-    if not _pointwise(node, fplan):
-        return Delegate(fk, fplan)  # not MLAS's GemmDirect: the generic float conv, reported as such
-    return OrtFloatConvPlan(node.name, True, physical_cores(), (fk, fplan))
+    if _pointwise(node, fplan):
+        return OrtFloatConvPlan(node.name, True, physical_cores(), (fk, fplan))
+    if _plain(node, fplan):
+        return OrtFloatConvPlan(node.name, False, physical_cores(), (fk, fplan), expand=True)
+    return Delegate(fk, fplan)  # not a layout MlasConv runs: the generic float conv, reported as such
 
 
-@kernel("Conv", VARIANT, prepare=_prepare)
+@kernel(("Conv", "DepthwiseConv"), VARIANT, prepare=_prepare)
 def ort_float_conv(plan, x, w, b=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, x, w, b)
@@ -102,4 +117,31 @@ def ort_float_conv(plan, x, w, b=None):
             if b is not None:
                 y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)
             return y.reshape((1, cout) + x.shape[2:])
+    group = fplan.group or (x.shape[1] if x.ndim > 1 else 1)
+    if plan.expand and x.dtype == np.float32 and 3 <= x.ndim <= 5 and x.shape[0] == 1 and w.ndim == x.ndim \
+            and w.shape[1] * group == x.shape[1]:
+        y = _expand(plan, fplan, x, w, group)
+        if y is not None:
+            if b is not None:
+                y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)
+            return y.reshape(y.shape[:1] + tuple(_window(fplan, x, w).out))[None]
     return fk.run(fplan, x, w, b)
+
+
+def _window(fplan, x, w):
+    nsp = x.ndim - 2
+    return resolve_window(x.shape[2:], w.shape[2:], ints(fplan.strides, nsp, 1), ints(fplan.dilations, nsp, 1),
+                          fplan.pads, fplan.auto_pad, where=fplan.name)
+
+
+def _expand(plan, fplan, x, w, group: int):
+    win = _window(fplan, x, w)
+    if any(o <= 0 for o in win.out):
+        return None
+    plain = all(s == 1 for s in win.strides) and not any(win.pad_begin) and not any(win.pad_end)
+    if plain and all(k == 1 for k in win.kernel):
+        return None  # GemmDirect shapes reached through explicit zero attributes: the generic kernel
+    if plain and w.shape[1] == 1 and x.ndim == 4 and all(d == 1 for d in win.dilations) and \
+            (win.kernel[1] == x.shape[3] or (win.kernel[0] == x.shape[2] and win.kernel[1] == 1)):
+        return None  # MLAS's one-channel GemmDirect forms: not modelled
+    return expand_then_gemm(x[0], w, win, plan.threads, group)

@@ -18,15 +18,23 @@ MLAS reduces the per-lane float partial products is NOT yet reproduced, so outpu
 ORT's by a few float32 ulps (tests/conformance/test_ort_matmulnbits.py measures the bound).  This
 kernel is therefore an arithmetic model, not a bit-exact one; the scheme says so.
 
-Quantized MatMul nodes run the ``ort`` kernel; other float MatMuls the ``float`` kernel.
+A float32 MatMul whose B is computed at run time (e.g. the output of a DequantizeLinear with ORT's
+optimizer off, or an activation) follows MLAS's unpacked SGEMM order (float_sgemm.py): with a 2-D B,
+one GEMM over every leading row of A (MatMulComputeHelper merges them); with batched B, one GEMM per
+batch, MlasGemmBatch splitting ceil(T / batches) threads over each (T from one GEMM's M*N*K).  A
+constant B is prepacked by ORT (another blocking: not modelled), and vector products take MLAS's M1
+kernels: those, quantized MatMul nodes (``ort``) and every other case run the generic kernels.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .common import is_quantized
+from .float_conv import physical_cores
+from .float_sgemm import THREAD_COMPLEXITY, mlas_sgemm
 from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
@@ -65,7 +73,46 @@ def _prepare(node, ctx):
         kk = require("MatMul", "ort")
     else:
         kk = require("MatMul", "float")
-    return Delegate(kk, kk.prepare(node, ctx))
+    d = Delegate(kk, kk.prepare(node, ctx))
+    a, b = (list(ctx.inputs) + [None, None])[:2]
+    if kk.variant == "float" and a is not None and b is not None and a.dtype == b.dtype == "float32" \
+            and b.const is None:
+        return OrtSgemmMatMulPlan(node.name, physical_cores(), d)
+    return d
+
+
+@dataclass(frozen=True)
+class OrtSgemmMatMulPlan:
+    name: str
+    threads: int
+    fallback: Any  # Delegate to the generic float MatMul
+
+    def describe(self) -> dict:
+        return {"executed_by": "MLAS SGEMM order (unpacked B)", "threads": self.threads}
+
+
+def _sgemm_matmul(plan: OrtSgemmMatMulPlan, a: np.ndarray, b: np.ndarray):
+    if a.ndim < 2 or b.ndim < 2:
+        return None
+    k = a.shape[-1]
+    if b.shape[-2] != k:
+        return None
+    if b.ndim == 2:
+        y = mlas_sgemm(a.reshape(-1, k), b, plan.threads)
+        return None if y is None else y.reshape(a.shape[:-1] + (b.shape[1],))
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    aa = np.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    bb = np.broadcast_to(b, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    m, n, batches = a.shape[-2], b.shape[-1], aa.shape[0]
+    target = min(int(float(m) * float(n) * float(k) / THREAD_COMPLEXITY) + 1, max(1, plan.threads))
+    per_gemm = -(-target // batches)
+    outs = []
+    for i in range(batches):
+        y = mlas_sgemm(aa[i], bb[i], per_gemm)
+        if y is None:
+            return None
+        outs.append(y)
+    return np.stack(outs).reshape(lead + (m, n))
 
 
 def quantize_a_blocks(a2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,6 +134,11 @@ def quantize_a_blocks(a2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def ort_nbits_matmul(plan, a, b=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, a, b)
+    if isinstance(plan, OrtSgemmMatMulPlan):
+        y = None
+        if np.asarray(a).dtype == _F32 and np.asarray(b).dtype == _F32:
+            y = _sgemm_matmul(plan, np.asarray(a), np.asarray(b))
+        return y if y is not None else plan.fallback.kernel.run(plan.fallback.plan, a, b)
     a = np.asarray(a, _F32)
     lead = a.shape[:-1]
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)

@@ -1,0 +1,102 @@
+"""Float Resize (bilinear), BatchNormalization and MatMul with a run-time B under ``onnxruntime-cpu``
+(variant ``ort_float``: kernels/onnxruntime/float_resize.py, float_norm.py, float_matmul.py) against
+onnxruntime at ORT_DISABLE_ALL and ORT_ENABLE_ALL, bit for bit: these run in float between
+DequantizeLinear and QuantizeLinear in 16-bit QDQ models, where one float32 ulp flips a code.  Each
+case also shows that the generic float kernel's order differs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import refinterp  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def _run(tmp_path, nodes, inputs, inits, feeds, opset=19):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    want = []
+    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        want.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0])
+    assert np.array_equal(want[0], want[1])
+    g = refinterp.load(str(path))
+    return want[0], refinterp.Session(g, "onnxruntime-cpu").run(feeds)["y"], refinterp.Session(g, "float32").run(feeds)["y"]
+
+
+def _bits(a):
+    return np.ascontiguousarray(a, np.float32).view(np.uint32)
+
+
+RESIZE = {  # (input shape, scales or None, sizes or None, coordinate_transformation_mode)
+    "x2-half-pixel": ((1, 3, 7, 9), [1, 1, 2, 2], None, "half_pixel"),
+    "x1.7-half-pixel": ((2, 2, 10, 6), [1, 1, 1.7, 1.3], None, "half_pixel"),
+    "sizes-asymmetric": ((1, 4, 5, 8), None, [1, 4, 13, 21], "asymmetric"),
+    "sizes-align-corners": ((1, 2, 6, 6), None, [1, 2, 17, 11], "align_corners"),
+    "pytorch-half-pixel-down": ((1, 3, 16, 12), [1, 1, 0.5, 0.75], None, "pytorch_half_pixel"),
+    "pytorch-one-row": ((1, 1, 4, 6), None, [1, 1, 1, 9], "pytorch_half_pixel"),
+    "tf-half-pixel-for-nn": ((1, 2, 5, 5), [1, 1, 3, 2.5], None, "tf_half_pixel_for_nn"),
+    "2d": ((9, 7), [1.5, 2.25], None, "half_pixel"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESIZE))
+def test_float_bilinear_resize_bit_exact(tmp_path, case):
+    shape, scales, sizes, ctm = RESIZE[case]
+    inits = [numpy_helper.from_array(np.array(scales if scales else [], np.float32), "scales")]
+    ins = ["x", "", "scales"]
+    if sizes:
+        inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+        ins = ["x", "", "", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode="linear", coordinate_transformation_mode=ctm)
+    x = np.random.default_rng(len(case)).normal(0, 3, shape).astype(np.float32)
+    want, got, generic = _run(tmp_path, [node], [("x", list(shape))], inits, {"x": x})
+    assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
+        f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
+    print(f"\n{case}: bit-exact; ONNX's formula differs on {np.mean(_bits(generic) != _bits(want)):.1%}")
+
+
+@pytest.mark.parametrize("layout", ["4d", "2d", "5d"])
+def test_float_batch_normalization_bit_exact(tmp_path, layout):
+    shape = {"4d": (2, 16, 9, 11), "2d": (5, 16), "5d": (1, 16, 3, 4, 5)}[layout]
+    rng = np.random.default_rng(len(layout))
+    C = 16
+    inits = [numpy_helper.from_array(v, n) for n, v in (
+        ("s", rng.normal(1, 0.5, C).astype(np.float32)), ("b", rng.normal(0, 1, C).astype(np.float32)),
+        ("m", rng.normal(0, 1, C).astype(np.float32)), ("v", rng.uniform(0.1, 3, C).astype(np.float32)))]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)
+    x = rng.normal(0, 3, shape).astype(np.float32)
+    want, got, generic = _run(tmp_path, [node], [("x", list(shape))], inits, {"x": x}, opset=15)
+    assert np.array_equal(_bits(got), _bits(want)), f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
+    assert not np.array_equal(_bits(generic), _bits(want))
+
+
+MATMUL = {  # A shape, B shape (B a graph input: ORT does not prepack it)
+    "2d-threaded": ((96, 200), (200, 160)),
+    "3d-a-2d-b": ((2, 40, 130), (130, 70)),       # leading rows merged into one GEMM
+    "batched": ((3, 33, 64), (3, 64, 48)),
+    "broadcast-batched": ((2, 1, 20, 300), (1, 4, 300, 24)),
+    "narrow": ((64, 576), (576, 20)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MATMUL))
+def test_float_matmul_runtime_b_bit_exact(tmp_path, case):
+    sa, sb = MATMUL[case]
+    rng = np.random.default_rng(len(case))
+    feeds = {"a": rng.uniform(-1, 1, sa).astype(np.float32), "b": rng.uniform(-1, 1, sb).astype(np.float32)}
+    want, got, generic = _run(tmp_path, [helper.make_node("MatMul", ["a", "b"], ["y"])],
+                              [("a", list(sa)), ("b", list(sb))], [], feeds)
+    assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
+        f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
+    print(f"\n{case}: bit-exact; the generic float order differs on {np.mean(_bits(generic) != _bits(want)):.1%}")
