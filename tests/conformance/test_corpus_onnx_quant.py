@@ -2,8 +2,9 @@
 made by its quantizer from real networks) against ONNX Runtime's CPU EP.
 
 QDQ models: every integer tensor a node produces is made a graph output and must equal ORT with 0
-differences, under ``onnxruntime-cpu`` (QDQ units fused to integer kernels, as ORT does by default)
-and, with the fusion pass off, against ORT with its optimizer off (DQ -> float op -> Q literally).
+differences, under ``onnxruntime-cpu`` (8-bit QDQ units fused to integer kernels, as ORT does by
+default; 16-bit ones run in float in ORT's own order) and, with the fusion pass off, against ORT with
+its optimizer off (DQ -> float op -> Q literally).
 The dynamically quantized GPT-2 attention (MatMulInteger with uint8 activations and int8 / uint8
 weights fed as graph inputs, scales and zero points as inputs, per-tensor and per-column) is
 compared on every tensor ORT exposes: integer ones exactly, float ones within 1e-5 relative.  Its
@@ -25,7 +26,8 @@ from tests.conformance.test_ort_quant_models import _compare, _no_pass_scheme  #
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "onnx_ort_testdata"
 
-QDQ = ("qdq_with_multi_consumer_dq_nodes.onnx", "layout_transform_reshape.qdq.onnx",
+QDQ = ("qdq_with_multi_consumer_dq_nodes.onnx", "qdq_with_multi_consumer_dq_nodes.fixed.qdq16.onnx",
+       "layout_transform_reshape.qdq.onnx",
        "nhwc_resize_sizes_opset18.quant.onnx", "layout_transform_fix_transpose_without_dq.qdq.onnx",
        "test_conv_follow_convtrans_s8.onnx")
 
