@@ -131,6 +131,9 @@ class Session:
                     last[name] = i
         for o in self.graph.outputs:
             last[o] = len(self.steps)
+        for update in (self.graph.metadata.get("variable_tensors") or {}).values():
+            if update:  # a variable's new value is stored after the last step: keep it until then
+                last[update] = len(self.steps)
         return last
 
     # -- execution ---------------------------------------------------------------------------

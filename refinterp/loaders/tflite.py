@@ -33,6 +33,7 @@ from ..limits import ABSURD_BYTES, check_alloc, check_shape, element_count
 from . import tflite_blockwise, tflite_sparse
 from .tflite_ops import OpContext, convert, decode_options
 from .tflite_ops_index import detection_options, link_subgraphs
+from .tflite_signal import SIGNAL_OPS, signal_options, spectral_state
 
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "UINT8": "uint8", "INT64": "int64",
            "BOOL": "bool", "INT16": "int16", "COMPLEX64": "complex64", "INT8": "int8", "FLOAT64": "float64",
@@ -304,6 +305,14 @@ class _Reader:
                     raise self.fail(f"TFLite_Detection_PostProcess node '{node_name}': {e}") from None
                 return Node(node_name, "DetectionPostProcess", ins, outs, attrs, source_op=f"CUSTOM:{custom}",
                             index=k)
+            if custom in SIGNAL_OPS:  # TFLite Micro's audio front end (tflite_signal.py)
+                try:
+                    attrs = signal_options(_vec(op.CustomOptionsAsNumpy()).astype(np.uint8).tobytes())
+                    if custom == "SignalFilterBankSpectralSubtraction":
+                        ins = spectral_state(node_name, ins, outs, self.tensors, self.variables, self.state_updates)
+                except ValueError as e:
+                    raise self.fail(f"{custom} node '{node_name}': {e}") from None
+                return Node(node_name, custom, ins, outs, attrs, source_op=f"CUSTOM:{custom}", index=k)
             if custom != "Convolution2DTransposeBias":
                 return Node(node_name, f"Custom:{custom}", ins, outs, {}, source_op=f"CUSTOM:{custom}", index=k)
             # MediaPipe's transpose conv with bias (segmentation models; XNNPACK runs it, LiteRT's
