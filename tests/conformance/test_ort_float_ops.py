@@ -28,10 +28,12 @@ def _run(tmp_path, nodes, inputs, inits, feeds, opset=19):
     for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
         so = ort.SessionOptions()
         so.graph_optimization_level = level
-        want.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0])
+        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        want.append(sess.run(None, feeds)[0])
     assert np.array_equal(want[0], want[1])
     g = refinterp.load(str(path))
-    return want[0], refinterp.Session(g, "onnxruntime-cpu").run(feeds)["y"], refinterp.Session(g, "float32").run(feeds)["y"]
+    ours = refinterp.Session(g, "onnxruntime-cpu").run(feeds)["y"]
+    return want[0], ours, refinterp.Session(g, "float32").run(feeds)["y"]
 
 
 def _bits(a):

@@ -87,7 +87,8 @@ def test_audio_frontend_streaming_every_tensor(name, tmp_path):
                 if tname not in got:
                     continue
                 w, v = z[key], np.asarray(got[tname])
-                assert v.shape == w.shape and v.dtype == w.dtype, f"frame {k} {tname}: {v.dtype}{v.shape} vs {w.dtype}{w.shape}"
+                assert v.shape == w.shape and v.dtype == w.dtype, \
+                    f"frame {k} {tname}: {v.dtype}{v.shape} vs {w.dtype}{w.shape}"
                 keep = ~masks[tname].reshape(w.shape) if tname in masks else np.ones(w.shape, bool)
                 bad = int(np.sum((v != w) & keep)) if w.dtype.kind != "f" else int(np.sum(~np.isclose(v, w) & keep))
                 assert bad == 0, f"frame {k} {tname}: {bad} of {int(keep.sum())} differ"
