@@ -162,6 +162,7 @@ class _Pools(threading.local):
     inside ``run_pools`` (nested calls -- a Session run inside a sensitivity sweep, each ``run_step``
     of it -- keep the outer limit instead of paying for their own)."""
     blas = None  # class attribute: shared by every thread
+    default = None  # the BLAS thread count outside refinterp's calls (when the controller was made)
     active = False  # per thread
 
 
@@ -179,7 +180,22 @@ def _blas_controller():
 
         blas = ThreadpoolController().select(user_api="blas")
         _Pools.blas = blas if blas.lib_controllers else False
+        if blas.lib_controllers:
+            _Pools.default = max(int(i.get("num_threads") or 1) for i in blas.info())
     return _Pools.blas or None
+
+
+@contextlib.contextmanager
+def blas_as_outside():
+    """BLAS at the thread count it has outside refinterp's calls, for a kernel that must make the
+    very BLAS call another library makes at that count (OpenBLAS picks another SGEMM kernel, with
+    another summation order, at one thread than at two: measured)."""
+    blas = _blas_controller()
+    if blas is None or _Pools.default is None:
+        yield
+        return
+    with blas.limit(limits=_Pools.default):
+        yield
 
 
 @contextlib.contextmanager
