@@ -279,7 +279,8 @@ def test_16x8_integer_lstm_tflm_every_tensor(tmp_path):
 
 # -- dynamic-range ("hybrid") LSTM: float activations, int8 weights -----------------------------------
 
-def _hybrid_model(cifg=False, asymmetric=False, time_major=False, cell_clip=0.0, seed=0, B=2, T=4, I=6, C=5):
+def _hybrid_model(cifg=False, asymmetric=False, time_major=False, cell_clip=0.0, seed=0, B=2, T=4, I=6, C=5,
+                  peephole=False, layer_norm=False, proj=0, proj_clip=0.0):
     from tests.tflite_builder import TFLiteBuilder
 
     rng = np.random.default_rng(seed)
@@ -290,19 +291,27 @@ def _hybrid_model(cifg=False, asymmetric=False, time_major=False, cell_clip=0.0,
         return b.const(name, rng.integers(-127, 128, (rows, cols)).astype(np.int8), "int8",
                        float(rng.uniform(0.002, 0.01)), 0)
 
-    def bias(name):
-        return b.const(name, rng.normal(0, 0.3, C).astype(np.float32))
+    def vec8(name):
+        return b.const(name, rng.integers(-127, 128, C).astype(np.int8), "int8", float(rng.uniform(0.002, 0.01)), 0)
 
+    def fvec(name, mean=0.0):
+        return b.const(name, rng.normal(mean, 0.3, C).astype(np.float32))
+
+    O = proj or C
     ins = [x, -1 if cifg else w("w_i", C, I), w("w_f", C, I), w("w_c", C, I), w("w_o", C, I)]
-    ins += [-1 if cifg else w("r_i", C, C), w("r_f", C, C), w("r_c", C, C), w("r_o", C, C)]
-    ins += [-1, -1, -1, -1 if cifg else bias("b_i"), bias("b_f"), bias("b_c"), bias("b_o"), -1, -1]
-    h = b.tensor("h_state", (B, C))
+    ins += [-1 if cifg else w("r_i", C, O), w("r_f", C, O), w("r_c", C, O), w("r_o", C, O)]
+    ins += ([-1 if cifg else vec8("p_i"), vec8("p_f"), vec8("p_o")] if peephole else [-1, -1, -1])
+    ins += [-1 if cifg else fvec("b_i"), fvec("b_f"), fvec("b_c"), fvec("b_o")]
+    ins += ([w("w_p", O, C), b.const("b_p", rng.normal(0, 0.1, O).astype(np.float32))] if proj else [-1, -1])
+    h = b.tensor("h_state", (B, O))
     c = b.tensor("c_state", (B, C))
     b.tensors[h].isVariable = b.tensors[c].isVariable = True
-    ins += [h, c, -1, -1, -1, -1]
-    y = b.tensor("y", (T, B, C) if time_major else (B, T, C))
+    ins += [h, c]
+    ins += ([-1 if cifg else fvec("ln_i", 1.0), fvec("ln_f", 1.0), fvec("ln_c", 1.0), fvec("ln_o", 1.0)]
+            if layer_norm else [-1, -1, -1, -1])
+    y = b.tensor("y", (T, B, O) if time_major else (B, T, O))
     b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], {"fused_activation": "TANH", "cell_clip": cell_clip,
-                                                    "proj_clip": 0.0, "time_major": time_major,
+                                                    "proj_clip": proj_clip, "time_major": time_major,
                                                     "asymmetric_quantize_inputs": asymmetric})
     shape = (T, B, I) if time_major else (B, T, I)
     return b.build([x], [y]), {"x": rng.normal(0, 1.5, shape).astype(np.float32)}
@@ -310,6 +319,11 @@ def _hybrid_model(cifg=False, asymmetric=False, time_major=False, cell_clip=0.0,
 
 HYBRID = {
     "symmetric": dict(),
+    "peephole": dict(peephole=True, seed=4),
+    "layer-norm-asymmetric": dict(layer_norm=True, asymmetric=True, seed=5, C=7),
+    "projection-clip": dict(proj=3, proj_clip=0.4, seed=6),
+    "cifg-peephole-layer-norm-projection": dict(cifg=True, peephole=True, layer_norm=True, proj=4, seed=7, C=9,
+                                                asymmetric=True),
     "asymmetric": dict(asymmetric=True, seed=1),
     "cifg-clip": dict(cifg=True, cell_clip=0.6, seed=2),
     "time-major-asymmetric": dict(time_major=True, asymmetric=True, seed=3),
