@@ -24,6 +24,7 @@ from .align import fit_shape, match_names, model_layout
 from .convert import is_int, lsb_error, same_quant, to_real, to_stored
 from .policy import EXACT_OPS, Policy
 from .result import DIVERGED, EXACT, MISSING, UNALIGNED, WITHIN, DiffResult, TensorResult
+from .unwritten import unwritten_masks
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -35,7 +36,10 @@ class _Acc:
     lsb: list[np.ndarray] = field(default_factory=list)
     eq: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, ref_stored, dev_stored, ref_qp, dev_qp, info: TensorInfo | None) -> None:
+    def add(self, ref_stored, dev_stored, ref_qp, dev_qp, info: TensorInfo | None, skip=None) -> None:
+        if skip is not None and skip.size == np.size(ref_stored) == np.size(dev_stored):
+            keep = ~skip  # elements the runtime does not write (compare/unwritten.py)
+            ref_stored, dev_stored = np.ravel(ref_stored)[keep], np.ravel(dev_stored)[keep]
         r, d = to_real(ref_stored, ref_qp), to_real(dev_stored, dev_qp)
         codes = (is_int(ref_stored) and is_int(dev_stored) and
                  (ref_qp is None or dev_qp is None or same_quant(ref_qp, dev_qp)))
@@ -179,6 +183,7 @@ class Differ:
         self.explain = False  # also run ``--explain`` (compare.explain); its object is kept in ``explanation``
         self.explanation = None
         self.reference_samples: list[dict[str, np.ndarray]] = []
+        self.unwritten = unwritten_masks(graph)  # elements the runtime leaves as the arena held them
 
     def _order(self) -> list[str]:
         """Every value tensor in execution order (resource / variant handles hold no values)."""
@@ -249,7 +254,8 @@ class Differ:
         for name in order:
             dv = al.device(name, si)
             if dv is not None and name in ref:
-                tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv))
+                tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv),
+                                                       skip=self.unwritten.get(name))
 
     def _compare_local(self, si: int, al: "_Alignment", tally: "_Tally") -> None:
         """Re-run every node whose outputs the dump has on the device's own input tensors."""
@@ -271,7 +277,8 @@ class Differ:
             for o, v in zip(st.node.outputs, res):
                 if o in outs and v is not None:
                     dv = al.device(o, si)
-                    tally.loc.setdefault(o, _Acc()).add(np.asarray(v), dv, *al.params(o, dv))
+                    tally.loc.setdefault(o, _Acc()).add(np.asarray(v), dv, *al.params(o, dv),
+                                                        skip=self.unwritten.get(o))
 
     def _report(self, dump: Dump, order, al: "_Alignment", tally: "_Tally", samples, notes,
                 input_checks) -> DiffResult:
