@@ -24,7 +24,7 @@ from refinterp.errors import InputError
 from refinterp.quant.fixedpoint import quantize_multiplier, srdhm, wrap_int32
 from refinterp.quant.gemmlowp import clz32, get_reciprocal
 from ..common import activation_range, impl, mbqm, real_multiplier, rounding, where
-from .elementwise import _binary_io
+from .elementwise import MulPlan, _binary_io
 from ...registry import declare_settings, kernel
 
 declare_settings(__name__, "requant")  # the scheme settings these kernels read
@@ -33,23 +33,17 @@ DIV_IMPLS = ("float32", "float64")  # how the real multiplier is formed
 
 
 @dataclass(frozen=True)
-class DivPlan:
-    where: str
-    z1: int
-    z2: int
-    zo: int
-    m: int
-    shift: int
-    clamp: tuple[int, int]
-    rounding: str
-    dtype: str
+class DivPlan(MulPlan):
+    """MUL's fields (zero points, the real multiplier s1 / (s2 so) as (m, shift), clamp, rounding) and
+    the node, named when a divisor equals its zero point."""
+    where: str = ""
 
 
 def prepare_div(node, ctx) -> DivPlan:
     dt, s1, z1, s2, z2, so, zo = _binary_io(node, ctx, ("int8", "uint8"))
     M, e = quantize_multiplier(real_multiplier((s1,), (s2, so), impl(ctx, DIV_IMPLS, "float32") == "float64"))
     lo, hi = activation_range(node.attrs.get("activation"), so, zo, dt, node)
-    return DivPlan(where(node), z1, z2, zo, M, e, (lo, hi), rounding(ctx).value, dt)
+    return DivPlan(z1, z2, zo, M, e, (lo, hi), rounding(ctx).value, dt, where=where(node))
 
 
 def _rdbp_x86(x: np.ndarray, e: np.ndarray) -> np.ndarray:
