@@ -333,16 +333,24 @@ HYBRID = {
 @pytest.mark.parametrize("backend", ["ref", "opt", "xnnpack"])
 def test_hybrid_lstm_matches_litert(tmp_path, backend):
     """Float outputs within 1e-5 relative (float order of the element-wise steps; libm exp / tanh)."""
-    cases = [_hybrid_model(**HYBRID[k]) for k in sorted(HYBRID)]
-    for name, (model, feeds), want in zip(sorted(HYBRID), cases, run_batch(cases, backend)):
+    _hybrid_cases_match(tmp_path, backend, HYBRID, _hybrid_model, "hybrid LSTM")
+
+
+def _hybrid_cases_match(tmp_path, backend: str, table: dict, build, what: str) -> list:
+    """Every output of every case within 1e-5 relative of the runtime; [(name, graph, feeds, want)]."""
+    cases = [build(**table[k]) for k in sorted(table)]
+    checked = []
+    for name, (model, feeds), want in zip(sorted(table), cases, run_batch(cases, backend)):
         if isinstance(want, Aborted):
-            pytest.fail(f"finding: {backend} aborted on the {name} hybrid LSTM: {want.message}")
+            pytest.fail(f"finding: {backend} aborted on the {name} {what}: {want.message}")
         p = tmp_path / f"{name}.tflite"
         p.write_bytes(model)
         g = refinterp.load(str(p))
         ours = refinterp.Session(g, SCHEMES[backend]).run(feeds)
         for k in g.outputs:
             np.testing.assert_allclose(ours[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {backend} {k}")
+        checked.append((name, g, feeds, want))
+    return checked
 
 
 def _hybrid_bilstm_model(merge=False, time_major=False, asymmetric=False, cifg=False, seed=0, B=2, T=4, I=6, C=5):
@@ -388,16 +396,8 @@ HYBRID_BI = {
 def test_hybrid_bidirectional_lstm_matches_litert(tmp_path, backend):
     """LiteRT's hybrid BIDIRECTIONAL_SEQUENCE_LSTM (int8 weights, float activations): both directions'
     outputs within 1e-5 relative (float order of the element-wise steps; libm exp / tanh)."""
-    cases = [_hybrid_bilstm_model(**HYBRID_BI[k]) for k in sorted(HYBRID_BI)]
-    for name, (model, feeds), want in zip(sorted(HYBRID_BI), cases, run_batch(cases, backend)):
-        if isinstance(want, Aborted):
-            pytest.fail(f"finding: {backend} aborted on the {name} hybrid BiLSTM: {want.message}")
-        p = tmp_path / f"{name}.tflite"
-        p.write_bytes(model)
-        g = refinterp.load(str(p))
-        ours = refinterp.Session(g, SCHEMES[backend]).run(feeds)
-        for k in g.outputs:
-            np.testing.assert_allclose(ours[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{name} {backend} {k}")
+    for name, g, feeds, want in _hybrid_cases_match(tmp_path, backend, HYBRID_BI, _hybrid_bilstm_model,
+                                                    "hybrid BiLSTM"):
         # the float kernel (weights dequantized) is not what LiteRT computes: the test can tell
         flt = refinterp.Session(g, "float32").run(feeds)
         assert any(not np.allclose(flt[k], want[k], rtol=1e-5, atol=1e-6) for k in g.outputs), name
