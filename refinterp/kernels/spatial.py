@@ -123,3 +123,13 @@ def window_offsets(w: Window):
         sl = tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
                    for k, d, o, s in zip(kidx, w.dilations, w.out, w.strides))
         yield kidx, sl
+
+
+def im2col(x: np.ndarray, win: Window) -> np.ndarray:
+    """x: (C, *spatial) -> (C * prod(kernel), prod(out)) float32 columns: rows in (channel, kernel
+    position row-major) order, one column per output position, padding as zeros (MLAS's
+    MlasConvIm2Col and onnx.reference's im2col both use this order)."""
+    c = x.shape[0]
+    xp = np.pad(x, [(0, 0)] + [(b, e) for b, e in zip(win.pad_begin, win.pad_end)])
+    taps = [xp[(slice(None),) + sl].reshape(c, -1) for _, sl in window_offsets(win)]
+    return np.ascontiguousarray(np.stack(taps, axis=1).reshape(c * len(taps), -1), dtype=np.float32)

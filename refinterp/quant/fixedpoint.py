@@ -107,6 +107,13 @@ def quantize_multipliers(ds) -> tuple[np.ndarray, np.ndarray]:
             np.array([p[1] for p in pairs], dtype=np.int64))
 
 
+def trunc_div(a, b) -> np.ndarray:
+    """C integer division ``a / b`` (truncation toward zero) of integer arrays / scalars, b != 0."""
+    a, b = np.asarray(a), np.asarray(b)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
 # --- gemmlowp fixed point ----------------------------------------------------------------------
 
 def _trunc_div_pow2(num: np.ndarray, e: int) -> np.ndarray:

@@ -21,7 +21,7 @@ pytest.importorskip("ai_edge_litert")
 import refinterp  # noqa: E402
 from refinterp.errors import RefinterpError  # noqa: E402
 from tests.conformance._int_oracle import Aborted, run_batch  # noqa: E402
-from tests.conformance._unwritten import unwritten  # noqa: E402
+from refinterp.compare.unwritten import unwritten_masks as unwritten  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tflite_micro"
 MODELS = sorted(p.name for p in CORPUS.glob("*.tflite"))

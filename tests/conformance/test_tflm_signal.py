@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("tflite_micro")
 
 import refinterp  # noqa: E402
-from tests.conformance._unwritten import unwritten  # noqa: E402
+from refinterp.compare.unwritten import unwritten_masks as unwritten  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tflite_micro"
 MODELS = ("audio_preprocessor_int8.tflite", "audio_preprocessor_float.tflite")

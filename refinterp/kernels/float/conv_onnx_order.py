@@ -18,7 +18,7 @@ import numpy as np
 
 from refinterp.settings import blas_as_outside
 from ..registry import Delegate, kernel, require
-from ..spatial import ints, resolve_window
+from ..spatial import im2col, ints, resolve_window
 from .conv import prepare_node
 
 
@@ -58,17 +58,10 @@ def conv_onnx_order(plan, x, w, b=None):
     wd = _dilated(w, dil)
     win = resolve_window(x.shape[2:], wd.shape[2:], ints(plan.strides, nsp, 1), [1] * nsp, plan.pads,
                          plan.auto_pad, where=plan.name)
-    n, c = x.shape[:2]
-    xp = np.pad(x, [(0, 0), (0, 0)] + [(b0, e0) for b0, e0 in zip(win.pad_begin, win.pad_end)])
-    taps = []
-    for pos in np.ndindex(*win.kernel):
-        sl = [slice(None), slice(None)]
-        for d in range(nsp):
-            sl.append(slice(pos[d], pos[d] + (win.out[d] - 1) * win.strides[d] + 1, win.strides[d]))
-        taps.append(xp[tuple(sl)].reshape(n, c, -1))  # (N, C, P)
-    ksize = len(taps)
+    n = x.shape[0]
+    ksize = int(np.prod(win.kernel))
     # rows (channel, tap), columns (image, position): (C * ksize, N * P), C-contiguous
-    cols = np.ascontiguousarray(np.stack(taps, axis=2).transpose(1, 2, 0, 3).reshape(c * ksize, -1))
+    cols = np.concatenate([im2col(x[i], win) for i in range(n)], axis=1)
     kflat = wd.shape[1] * ksize
     with blas_as_outside():  # the reference calls BLAS at the process's thread count
         mul = np.ascontiguousarray(wd).reshape(group, wd.shape[0] // group, kflat) @ cols.reshape(group, kflat, -1)

@@ -32,26 +32,10 @@ import numpy as np
 
 from numba import njit
 
-from ..spatial import Window
+from ..spatial import Window, im2col
 from .float_sgemm import THREAD_ALIGN_N, THREAD_COMPLEXITY, _sgemm_segment, _sgemm_segment_t, mlas_sgemm, stride_k
 
 MAX_THREADS = 16  # MLAS_MAXIMUM_THREAD_COUNT
-
-
-def im2col(x: np.ndarray, win: Window) -> np.ndarray:
-    """x: (C, *spatial) float32 -> (C * prod(kernel), prod(out)) columns, MlasConvIm2Col's order."""
-    c = x.shape[0]
-    nsp = x.ndim - 1
-    pad = [(0, 0)] + [(b, e) for b, e in zip(win.pad_begin, win.pad_end)]
-    xp = np.pad(x, pad)
-    taps = []
-    for pos in np.ndindex(*win.kernel):
-        sl = [slice(None)]
-        for d in range(nsp):
-            start = pos[d] * win.dilations[d]
-            sl.append(slice(start, start + (win.out[d] - 1) * win.strides[d] + 1, win.strides[d]))
-        taps.append(xp[tuple(sl)].reshape(c, -1))
-    return np.ascontiguousarray(np.stack(taps, axis=1).reshape(c * len(taps), -1), dtype=np.float32)
 
 
 @njit(cache=True)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refinterp.quant.fixedpoint import wrap_int32
+from refinterp.quant.fixedpoint import trunc_div, wrap_int32
 from refinterp.quant.gemmlowp import inv_sqrt_multiplier_exp
 from refinterp.quant.requant import Rounding
 from ..common import mbqm
@@ -69,12 +69,6 @@ class Projection:
     clip: int  # 0: none
 
 
-def _tdiv(a: np.ndarray, d: int) -> np.ndarray:
-    """C integer division by a positive ``d`` (truncation toward zero)."""
-    q = np.abs(a) // d
-    return np.where(a < 0, -q, q)
-
-
 def peephole(gate: np.ndarray, w: np.ndarray, c: np.ndarray, n_output: int, mult, r) -> np.ndarray:
     g = gate.copy()
     g[:, :n_output] = np.clip(g[:, :n_output] + mbqm(w[:n_output] * c[:, :n_output], *mult, r), -32768, 32767)
@@ -83,19 +77,19 @@ def peephole(gate: np.ndarray, w: np.ndarray, c: np.ndarray, n_output: int, mult
 
 def layer_norm(gate: np.ndarray, ln: LayerNorm, r, neon: bool = False) -> np.ndarray:
     n = gate.shape[-1]
-    mean = _tdiv(gate.sum(axis=-1) * 1024, n)[:, None]  # |mean| <= 2^25
+    mean = trunc_div(gate.sum(axis=-1) * 1024, n)[:, None]  # |mean| <= 2^25
     sq = gate * gate  # each <= 2^30
     k8 = n // 8 * 8 if neon else 0
     # NEON sums the squares of 8-value blocks four lanes at a time in int32 (vaddvq_s32): a lane
     # group of four saturated gates (4 * 32767^2 > 2^31) wraps
     sum_sq = wrap_int32(sq[:, :k8].reshape(sq.shape[0], -1, 4).sum(axis=-1)).sum(axis=-1) + sq[:, k8:].sum(axis=-1)
     var = sum_sq * ((1 << 20) // n) - (mean[:, 0] * mean[:, 0])
-    var = wrap_int32(_tdiv(var, 1 << 20))
+    var = wrap_int32(trunc_div(var, 1 << 20))
     var = np.where(var < 1, ln.guard, var)
     inv_m, inv_s = inv_sqrt_multiplier_exp(var, -1)
     rescaled = mbqm(1024 * gate - mean, inv_m[:, None], inv_s[:, None], r)
     t = rescaled * ln.coef + ln.bias  # exact: see the module docstring
-    u = wrap_int32(_tdiv(t + np.where(t > 0, 512, -512), 1024))
+    u = wrap_int32(trunc_div(t + np.where(t > 0, 512, -512), 1024))
     out = np.clip(mbqm(u, ln.mult[0], ln.mult[1] + 12, r), -32768, 32767)
     k = n // 16 * 16
     if neon and k:

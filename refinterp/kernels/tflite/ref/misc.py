@@ -11,7 +11,7 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import gemmlowp
-from refinterp.quant.fixedpoint import quantize_multiplier, round_half_away, wrap_int32
+from refinterp.quant.fixedpoint import quantize_multiplier, round_half_away, trunc_div, wrap_int32
 from ..common import check_dtype, impl, mbqm, qparams, qrange, rounding, where
 from ...registry import declare_settings, kernel
 
@@ -167,12 +167,6 @@ def prepare_resize(node, ctx):
                       tuple(size), dt)
 
 
-def _tdiv(a, b):
-    """C integer division (truncation toward zero)."""
-    q = np.abs(a) // abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
-
-
 def _bilinear_coords(n_out: int, n_in: int, align: bool, half: bool):
     """``ComputeInterpolationValuesInteger``: Q10 source position, lower and upper index."""
     sc = (1024 * n_in + n_out // 2) // n_out
@@ -180,8 +174,8 @@ def _bilinear_coords(n_out: int, n_in: int, align: bool, half: bool):
         sc = (1024 * (n_in - 1) + (n_out - 1) // 2) // (n_out - 1)
     o = np.arange(n_out, dtype=_I64)
     v = o * sc + sc // 2 - 512 if half else o * sc
-    lo = np.maximum(_tdiv(v, 1024), 0)
-    hi = np.minimum(_tdiv(v + 1023, 1024), n_in - 1)
+    lo = np.maximum(trunc_div(v, 1024), 0)
+    hi = np.minimum(trunc_div(v + 1023, 1024), n_in - 1)
     return v, lo, hi
 
 
@@ -255,7 +249,7 @@ def resize(p, x, roi=None, scales=None, sizes=None):
     q = x.astype(_I64)
     acc = (q[:, y0][:, :, x0] * (1024 - dy) * (1024 - dx) + q[:, y1][:, :, x0] * dy * (1024 - dx)
            + q[:, y0][:, :, x1] * (1024 - dy) * dx + q[:, y1][:, :, x1] * dy * dx)
-    out = _tdiv(acc + np.where(acc > 0, 1 << 19, -(1 << 19)), 1 << 20)
+    out = trunc_div(acc + np.where(acc > 0, 1 << 19, -(1 << 19)), 1 << 20)
     return out.astype(p.dtype)  # the C++ casts without clamping
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import ModelError
+from refinterp.quant.fixedpoint import trunc_div
 from refinterp.quant.params import activation_range
 from ...float import pool as float_pool
 from ...spatial import pad_channels_last, to_channels_last, from_channels_last
@@ -72,11 +73,6 @@ def _check_pool_params(node, ctx) -> None:
                          f"kernel refuses this in Prepare (it needs equal parameters, scales within 1e-6)")
 
 
-def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    q = np.abs(a) // b
-    return np.where(a < 0, -q, q)
-
-
 @kernel("AveragePool", VARIANT, prepare=_prepare, impls=AVG_IMPLS)
 def qaverage_pool(plan: QPoolPlan, x):
     xc = to_channels_last(np.asarray(x), plan.fplan.layout).astype(np.int64)
@@ -86,7 +82,7 @@ def qaverage_pool(plan: QPoolPlan, x):
     mask = np.ones((1,) + tuple(spatial) + (1,), dtype=np.int64)
     count = float_pool.sum_windows(pad_channels_last(mask, win), win, np.int64)
     half = count // 2
-    avg = np.where(total > 0, _trunc_div(total + half, count), _trunc_div(total - half, count))
+    avg = np.where(total > 0, trunc_div(total + half, count), trunc_div(total - half, count))
     y = np.clip(avg, plan.lo, plan.hi).astype(plan.dtype)
     return from_channels_last(y, plan.fplan.layout)
 
