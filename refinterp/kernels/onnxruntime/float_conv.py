@@ -108,40 +108,34 @@ def ort_float_conv(plan, x, w, b=None):
     fk, fplan = plan.fallback
     x = np.asarray(x)
     w = np.asarray(w)
-    ok = (plan.pointwise and x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] == 1
-          and w.ndim == x.ndim and w.shape[1] == x.shape[1] and all(d == 1 for d in w.shape[2:]))
-    if ok:
-        cout, cin = w.shape[:2]
-        y = mlas_sgemm(w.reshape(cout, cin), x.reshape(cin, -1), plan.threads)
-        if y is not None:
-            if b is not None:
-                y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)
-            return y.reshape((1, cout) + x.shape[2:])
     group = fplan.group or (x.shape[1] if x.ndim > 1 else 1)
-    if plan.expand and x.dtype == np.float32 and 3 <= x.ndim <= 5 and x.shape[0] == 1 and w.ndim == x.ndim \
-            and w.shape[1] * group == x.shape[1]:
-        y = _expand(plan, fplan, x, w, group)
-        if y is not None:
-            if b is not None:
-                y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)
-            return y.reshape(y.shape[:1] + tuple(_window(fplan, x, w).out))[None]
-    return fk.run(fplan, x, w, b)
-
-
-def _window(fplan, x, w):
-    nsp = x.ndim - 2
-    return resolve_window(x.shape[2:], w.shape[2:], ints(fplan.strides, nsp, 1), ints(fplan.dilations, nsp, 1),
-                          fplan.pads, fplan.auto_pad, where=fplan.name)
+    y = shape = None
+    if (plan.pointwise and x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] == 1
+            and w.ndim == x.ndim and w.shape[1] == x.shape[1] and all(d == 1 for d in w.shape[2:])):
+        cout, cin = w.shape[:2]
+        y, shape = mlas_sgemm(w.reshape(cout, cin), x.reshape(cin, -1), plan.threads), (1, cout) + x.shape[2:]
+    elif (plan.expand and x.dtype == np.float32 and 3 <= x.ndim <= 5 and x.shape[0] == 1 and w.ndim == x.ndim
+          and w.shape[1] * group == x.shape[1]):
+        y, shape = _expand(plan, fplan, x, w, group)
+    if y is None:
+        return fk.run(fplan, x, w, b)
+    if b is not None:
+        y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)  # MlasActivation: one addition
+    return y.reshape(shape)
 
 
 def _expand(plan, fplan, x, w, group: int):
-    win = _window(fplan, x, w)
+    """(columns-by-filters result or None, output shape) of MLAS's expand-then-GEMM forms."""
+    nsp = x.ndim - 2
+    win = resolve_window(x.shape[2:], w.shape[2:], ints(fplan.strides, nsp, 1), ints(fplan.dilations, nsp, 1),
+                         fplan.pads, fplan.auto_pad, where=fplan.name)
+    shape = (1, w.shape[0]) + tuple(win.out)
     if any(o <= 0 for o in win.out):
-        return None
+        return None, shape
     plain = all(s == 1 for s in win.strides) and not any(win.pad_begin) and not any(win.pad_end)
     if plain and all(k == 1 for k in win.kernel):
-        return None  # GemmDirect shapes reached through explicit zero attributes: the generic kernel
+        return None, shape  # GemmDirect shapes reached through explicit zero attributes: the generic kernel
     if plain and w.shape[1] == 1 and x.ndim == 4 and all(d == 1 for d in win.dilations) and \
             (win.kernel[1] == x.shape[3] or (win.kernel[0] == x.shape[2] and win.kernel[1] == 1)):
-        return None  # MLAS's one-channel GemmDirect forms: not modelled
-    return expand_then_gemm(x[0], w, win, plan.threads, group)
+        return None, shape  # MLAS's one-channel GemmDirect forms: not modelled
+    return expand_then_gemm(x[0], w, win, plan.threads, group), shape
