@@ -59,6 +59,31 @@ def small_cnn(seed: int = 0) -> ModelProto:
                     helper.make_tensor_value_info(c, TensorProto.FLOAT, [1, 32, 8, 8])], opset=17)
 
 
+def mobile_blocks(seed: int = 0) -> ModelProto:
+    """MobileNetV2-style: strided conv + ReLU6, inverted residual (1x1 expand + ReLU6, depthwise + ReLU,
+    1x1 project, residual Add), stride-2 depthwise + ReLU6, GAP, Flatten, Gemm."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Conv", [x, b.w("c1_w", (16, 3, 3, 3)), b.w("c1_b", (16,), 0.1)], pads=[1, 1, 1, 1], strides=[2, 2])
+    h = b.op("Clip", [h, b.w("zero", (), value=0.0), b.w("six", (), value=6.0)])
+    r = h
+    h = b.op("Conv", [h, b.w("e_w", (32, 16, 1, 1)), b.w("e_b", (32,), 0.1)])
+    h = b.op("Clip", [h, "zero", "six"])
+    h = b.op("Conv", [h, b.w("dw_w", (32, 1, 3, 3)), b.w("dw_b", (32,), 0.1)], group=32, pads=[1, 1, 1, 1])
+    h = b.op("Relu", [h])
+    h = b.op("Conv", [h, b.w("p_w", (16, 32, 1, 1)), b.w("p_b", (16,), 0.1)])
+    h = b.op("Add", [h, r])
+    h = b.op("Conv", [h, b.w("dw2_w", (16, 1, 3, 3)), b.w("dw2_b", (16,), 0.1)], group=16, pads=[1, 1, 1, 1],
+             strides=[2, 2])
+    h = b.op("Clip", [h, "zero", "six"])
+    g = b.op("GlobalAveragePool", [h])
+    f = b.op("Flatten", [g], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 16)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("mobile_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 16, heads: int = 2,
                       vocab: int = 20) -> ModelProto:
     """Token embedding (Gather) + positional add, pre-LN self-attention and MLP, residuals.

@@ -2,4 +2,4 @@
 
 Importing this package registers every kernel: each backend folder imports its op-family modules.
 """
-from . import documented, float, int, onnxruntime, signal, tflite, torch  # noqa: F401,A004
+from . import documented, float, int, onnxruntime, qnn_htp, signal, tflite, torch  # noqa: F401,A004

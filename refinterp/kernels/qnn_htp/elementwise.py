@@ -1,0 +1,46 @@
+"""HTP element-wise Add on 8-bit activations (v68 and v73 compute it alike): refinterp/quant/htp_ops.py
+``add_params`` / ``add_u8`` -- two 15-bit multipliers on the scale of M_1 + M_2, an offset rounded to a
+multiple of 256, one truncating shift; int8 tensors computed as uint8 with every code moved by 128."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp_ops
+from ..tflite.common import qparams, qrange, where
+from .common import ARCHS, htp_kernel, require_8bit, shift_of
+
+
+@dataclass(frozen=True)
+class HtpAddPlan:
+    params: tuple[int, int, int, int]  # (p, i1, i2, K), uint8 domain
+    shift: int
+    lo: int
+    hi: int
+    dtype: str
+
+
+def _add_prepare(node, ctx) -> HtpAddPlan:
+    require_8bit(node, [ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]])
+    dts = {ctx.inputs[0].dtype, ctx.inputs[1].dtype, ctx.outputs[0].dtype}
+    if len(dts) != 1:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types {sorted(dts)} are not characterised")
+    (sa, za), (sb, zb), (sc, zc) = (qparams(ctx.inputs[0], node, "A"), qparams(ctx.inputs[1], node, "B"),
+                                    qparams(ctx.outputs[0], node, "C"))
+    f32 = np.float32
+    sh = shift_of(ctx.outputs[0].dtype)
+    try:
+        params = htp_ops.add_params(float(f32(sa / sc)), float(f32(sb / sc)), za + sh, zb + sh, zc + sh)
+    except ValueError as e:
+        raise UnsupportedOpError(f"{where(node)}: {e}") from None
+    lo, hi = qrange(ctx.outputs[0].dtype)
+    return HtpAddPlan(params, sh, lo, hi, ctx.outputs[0].dtype)
+
+
+for _variant in ARCHS:
+    @htp_kernel("Add", _variant, _add_prepare)
+    def htp_add(p: HtpAddPlan, a, b):
+        a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
+        return np.clip(htp_ops.add_u8(a, b, p.params) - p.shift, p.lo, p.hi).astype(p.dtype)

@@ -1,0 +1,140 @@
+"""HTP Conv / DepthwiseConv / Gemm / MatMul with 8-bit activations and int8 weights (symmetric).
+
+The accumulator (zero points subtracted, int32 bias added) is exact, from the ONNX Runtime plan
+(kernels/onnxruntime/gemm.py); the epilogue is the HTP's:
+
+* ``htp_v68``: refinterp/quant/htp_ops.py ``conv_requant_v68`` (11-bit multiplier, output zero point
+  folded into the accumulator, uint8 domain; int8 moved by 128); the bias codes as they are.
+* ``htp_v73``: refinterp/quant/htp.py ``conv_requant`` (12-bit multiplier, the middle of the dropped
+  bits, zero point after) with the bias re-derived by ``htp.conv_bias``.  Per-channel weights *with*
+  a bias are refused: the HTP's per-channel bias is not characterised (htp.py).
+* Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
+  multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
+
+Refused at prepare (not measured): 16-bit activations or outputs, weights other than int8 with zero
+point 0, per-channel weights on Gemm / MatMul under v73, Gemm with alpha / beta other than 1, float
+outputs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp, htp_ops
+from ..onnxruntime import gemm as ort_gemm
+from ..tflite.common import where
+from .common import ARCHS, htp_kernel, require_8bit, shift_of
+
+
+@dataclass(frozen=True)
+class HtpGemmPlan:
+    gemm: ort_gemm.QGemmPlan  # accumulator geometry and constants (its bias is added here)
+    arch: str  # v68 | v73
+    bias: np.ndarray | None  # int64 per output channel, as the HTP adds it
+    k: np.ndarray  # per output channel: the accumulator shift
+    m: np.ndarray  # per output channel: the multiplier (11 / 12 significant bits)
+    z: np.ndarray  # v68 / dw_s2: the folded output zero point per channel (uint8 domain); else unused
+    shift: int  # 128 for int8 outputs (v68 and dw_s2 compute in the uint8 domain)
+    form: str  # conv (the arch's convolution rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i)
+
+
+def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
+    arch = ARCHS[variant]
+    x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    require_8bit(node, [x, y])
+    if w is None or w.dtype != "int8":
+        raise UnsupportedOpError(f"{where(node)}: weights of type {getattr(w, 'dtype', None)}: the HTP rules "
+                                 "here are measured with int8 weights only")
+    if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
+        raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
+    plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
+    if plan.dtype == "float32":
+        raise UnsupportedOpError(f"{where(node)}: a float output of a quantized GEMM is not characterised on the HTP")
+    if np.any(np.asarray(plan.zw) != 0):
+        raise UnsupportedOpError(f"{where(node)}: weight zero points other than 0 are not characterised on the HTP")
+    per_channel = np.asarray(w.quant.scale).size > 1
+    if per_channel and kind in ("Gemm", "MatMul") and arch == "v73":
+        raise UnsupportedOpError(f"{where(node)}: per-channel weights on {kind} are not characterised on the HTP")
+    mult = np.asarray(plan.mult, np.float64).ravel()
+    form = "conv"
+    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
+        if any(int(v) != 2 for v in plan.fplan.strides) or np.any(mult >= 0.5):
+            raise UnsupportedOpError(f"{where(node)}: depthwise strides {list(plan.fplan.strides)} with multipliers "
+                                     f"up to {float(mult.max()):.4g}: the HTP's strided depthwise kernel is "
+                                     "characterised for stride 2 and multipliers below 1/2 only")
+        if per_channel and plan.bias is not None and np.any(mult < htp_ops.DW_S2_PER_CHANNEL_BIAS_MIN_M):
+            raise UnsupportedOpError(f"{where(node)}: stride-2 depthwise with per-channel weights, a bias and a "
+                                     f"multiplier {float(mult.min()):.3g} below "
+                                     f"{htp_ops.DW_S2_PER_CHANNEL_BIAS_MIN_M}: not characterised on the HTP")
+        form = "dw_s2"  # the same kernel on both archs: the bias codes as they are, uint8 domain
+    bias = plan.bias
+    if arch == "v73" and bias is not None and form == "conv":
+        if per_channel:
+            raise UnsupportedOpError(f"{where(node)}: per-channel weights with a bias: the v73 HTP's per-channel "
+                                     "bias is not characterised (refinterp/quant/htp.py)")
+        bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
+        if bs is None or np.asarray(bs).size != 1:
+            raise UnsupportedOpError(f"{where(node)}: the bias has no per-tensor scale")
+        ws = float(np.asarray(w.quant.scale).ravel()[0])
+        bias = htp.conv_bias(bias, float(np.asarray(bs).ravel()[0]), float(x.quant.scale[0]), ws)
+    if form == "dw_s2":
+        params = [htp_ops.dw_stride2_params(float(M)) for M in mult]
+    elif arch == "v68":
+        params = [htp_ops.conv_requant_params_v68(float(M)) for M in mult]
+    else:
+        params = [htp.conv_requant_params(float(M)) for M in mult]
+    k = np.array([p[0] for p in params], np.int64)
+    m = np.array([p[1] for p in params], np.float64)
+    folds = form == "dw_s2" or arch == "v68"
+    shift = shift_of(plan.dtype) if folds else 0
+    z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
+    return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
+
+
+def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
+    g = p.gemm
+    acc = np.asarray(acc).astype(np.int64)
+    view = [1] * acc.ndim
+    view[g.chan_axis] = -1
+
+    def chan(v):
+        return v.reshape(()) if v.size == 1 else v.reshape(view)
+
+    if p.bias is not None:
+        acc = acc + (chan(p.bias) if g.kind in ("Conv", "DepthwiseConv") else p.bias)
+    k, m = chan(p.k), chan(p.m)
+    if p.form == "dw_s2":
+        y = htp_ops.dw_stride2_requant(acc + chan(p.z), k, m.astype(np.int64), g.lo + p.shift, g.hi + p.shift)
+        return (y - p.shift).astype(g.dtype)
+    if p.arch == "v68":
+        a = acc + chan(p.z)
+        a = np.where(k >= 0, a >> np.maximum(k, 0), a << np.maximum(-k, 0))
+        y = np.clip(np.floor(a.astype(np.float64) * m + 0.5), 0, 255) - p.shift
+        return np.clip(y, g.lo, g.hi).astype(g.dtype)
+    a = np.where(k >= 0, acc >> np.maximum(k, 0), acc << np.maximum(-k, 0))
+    y = np.floor((a.astype(np.float64) + 0.5) * m + 0.5).astype(np.int64) + g.zy
+    return np.clip(y, g.lo, g.hi).astype(g.dtype)
+
+
+def _register(kind: str) -> None:
+    for variant in ARCHS:
+        def prep(node, ctx, _kind=kind, _variant=variant):
+            return _prepare(node, ctx, _kind, _variant)
+
+        if kind in ("Conv", "DepthwiseConv"):
+            def run(p, x, w, b=None):
+                return _epilogue(p, ort_gemm.conv_acc(p.gemm, x, w))
+        elif kind == "MatMul":
+            def run(p, a, b):
+                return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
+        else:
+            def run(p, a, b, c=None):
+                return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
+        htp_kernel(kind, variant, prep)(run)
+
+
+for _kind in ("Conv", "DepthwiseConv", "MatMul", "Gemm"):
+    _register(_kind)

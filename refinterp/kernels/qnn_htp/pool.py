@@ -1,0 +1,68 @@
+"""HTP pooling on 8-bit activations (v68 and v73 alike):
+
+* GlobalAveragePool: refinterp/quant/htp_ops.py ``average`` -- the exact window sum times a 15-bit
+  fixed-point s_x / (s_y * n), rounded half up, zero point after.
+* MaxPool: the maximum of the stored codes when input and output share their quantization (as ONNX
+  Runtime's quantizer writes it); other parameters are refused (the requantizing form differs from
+  every rule measured).
+
+AveragePool with padding and ReduceMean do not follow the window-average rule (measured) and are
+not registered: a model using them is refused when the Session is built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp_ops
+from ..onnxruntime import pool as ort_pool
+from ..registry import Delegate, require
+from ..tflite.common import qparams, qrange, where
+from .common import ARCHS, htp_kernel, require_8bit
+
+
+@dataclass(frozen=True)
+class HtpGapPlan:
+    xs: float
+    zx: int
+    ys: float
+    zy: int
+    lo: int
+    hi: int
+    dtype: str
+    layout: str
+
+
+def _gap_prepare(node, ctx) -> HtpGapPlan:
+    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    xs, zx = qparams(ctx.inputs[0], node, "X")
+    ys, zy = qparams(ctx.outputs[0], node, "Y")
+    lo, hi = qrange(ctx.outputs[0].dtype)
+    return HtpGapPlan(float(xs), zx, float(ys), zy, lo, hi, ctx.outputs[0].dtype, node.attrs.get("layout") or "NCHW")
+
+
+def _maxpool_prepare(node, ctx):
+    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if qparams(ctx.inputs[0], node, "X") != qparams(ctx.outputs[0], node, "Y"):
+        raise UnsupportedOpError(f"{where(node)}: MaxPool with differing input / output quantization is not "
+                                 "characterised on the HTP")
+    k = require("MaxPool", "ort")
+    return Delegate(k, k.prepare(node, ctx))
+
+
+for _variant in ARCHS:
+    @htp_kernel("GlobalAveragePool", _variant, _gap_prepare)
+    def htp_global_average_pool(p: HtpGapPlan, x):
+        x = np.asarray(x)
+        axes = tuple(range(1, x.ndim - 1)) if p.layout == "NHWC" else tuple(range(2, x.ndim))
+        n = int(np.prod([x.shape[a] for a in axes]))
+        try:
+            params = htp_ops.average_params(p.xs / (p.ys * n))
+        except ValueError as e:
+            raise UnsupportedOpError(f"GlobalAveragePool: {e}") from None
+        s = x.astype(np.int64).sum(axis=axes, keepdims=True) - p.zx * n
+        return htp_ops.average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
+
+    htp_kernel("MaxPool", _variant, _maxpool_prepare)(ort_pool.ort_max_pool)

@@ -1,0 +1,160 @@
+"""Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68
+convolution requantization, element-wise Add and the window average (GlobalAveragePool), as measured
+against Qualcomm's host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).
+tests/conformance/test_qnn_htp_ops.py re-measures every rule here against the emulator.
+
+Qualcomm does not publish the HTP kernels; each rule was found by dense single-op sweeps (every pair
+of 8-bit codes, every accumulator in [-16384, 16256]) and is stated with its evidence.
+
+8-bit activations: int8 tensors are computed as uint8 with every code and zero point moved by +128
+(the results below differ from the int8 forms where a zero point enters a rounding; measured: the
+uint8 rule on shifted codes gives 0 differences on int8 sweeps, the rule on int8 codes 4,000 of 1.3M).
+
+v68 convolution / Gemm / MatMul (per-tensor or per-channel 8-bit weights), real multiplier
+M = f32(f32(s_x * s_w[c]) / s_y)::
+
+    k  = ceil(log2(1 / M)) - 4                  (as v73: M * 2^k in (1/16, 1/8])
+    m  = M * 2^k rounded to 11 significant bits (half up)           (v73: 12 bits)
+    Z  = floor(f32(zp_y / M) + 1/2)             the output zero point folded into the accumulator
+                                                (the quotient rounded to float32 first: ties of
+                                                that float32 value go up)
+    a  = (acc + bias + Z) >> k   (k >= 0; << -k otherwise)          acc, bias: exact int32 codes
+    y  = clamp(floor(a * m + 1/2), 0, 255)      uint8 domain; no zero point added after
+
+    The bias is the model's int32 codes as they are (v73 re-derives it, ``htp.conv_bias``).
+    Evidence: the output's level boundaries fall on a grid of 2^k accumulators offset by Z mod 2^k;
+    fitting (m, offset) to every boundary leaves exactly one 11-bit m (a dense sweep of M over
+    [0.1500, 0.1503] steps m by 2 units of the 12-bit grid, switching at the 11-bit midpoints); 130
+    dense sweeps (M 3e-4 .. 5, zero points 0 .. 255) give 0 differences in 4.2M outputs; random 1x1,
+    3x3 padded, depthwise and Gemm layers with int32 biases, per-tensor and per-channel weights,
+    uint8 and int8 activations: 0 of 600k.  The float32 quotient in Z was found on per-channel Gemm
+    / MatMul sweeps: 2 outputs of 65,536 where f32(zp / M) is exactly n + 1/2 while zp / M is below it.
+
+Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
+
+    p  = 15 - e                                 e: the binary exponent of M (M * 2^p in [2^14, 2^15))
+    i  = floor(M * 2^p + 1/2)
+    Z  = floor(f32(zp_y / M) + 1/2)             as the v68 convolution
+    y  = clamp(((acc + bias + Z) * i + 2^(p-1)) >> p, 0, 255)       uint8 domain, no pre-shift
+
+    Evidence: every accumulator in [-16384, 16256] through a 4-channel depthwise layer with stride 2:
+    0 differences on 15 + 15 sweeps (v68, v73) with M from 4e-4 to 0.32; the v68 convolution rule
+    differs on 10,611 of 652,820 (the output boundaries are not aligned to 2^k).  For M >= 1/2 the
+    folded zero point is not an integer Z (Z - zp / M from -1.3 to 0 on 5 sweeps): not characterised.
+    With per-channel weights *and* a bias, channels whose M is below about 7e-5 sometimes follow
+    another rule (dense sweeps: 5 of 9 channels with M in [3.3e-5, 6.7e-5] differ on up to 2,948 of
+    32,641 accumulators, none with M >= 8.1e-5 or without a bias): refused below
+    DW_S2_PER_CHANNEL_BIAS_MIN_M.  Stride-1 depthwise layers follow the arch's convolution rule.
+
+Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
+
+    p  = 14 - e                                 e: the binary exponent of M_1 + M_2 (frexp, so
+                                                (M_1 + M_2) * 2^p lies in [2^13, 2^14))
+    i_j = floor(M_j * 2^p + 1/2)                two multipliers on one common scale
+    K  = 256 * floor((zp_y * 2^p + 2^(p-1) - zp_1 * i_1 - zp_2 * i_2) / 256 + 1/2)
+    y  = clamp((q_1 * i_1 + q_2 * i_2 + K) >> p)        raw uint8 codes q_j; |sum| < 2^31
+
+    Evidence: every pair of codes (65,536 per scale set) at 60 random scale / zero-point sets
+    (M_j 0.005 .. 1.5): 0 differences; a common exponent, per-input exponents, 10..16-bit multipliers
+    and an exact offset were each refuted on the same data; the offset K is always a multiple of 256.
+
+Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) for n cells::
+
+    p  = 15 - e                                 e: the binary exponent of A (A * 2^p in [2^14, 2^15))
+    i  = floor(A * 2^p + 1/2)
+    y  = clamp(((S * i + 2^(p-1)) >> p) + zp_y)   S = sum of (q - zp_x) over the window, exact
+
+    Evidence: 30 + 20 layers of 512 .. 2048 channels over 2x2 .. 7x7 windows, uint8 and int8:
+    0 differences (plain rounding of the exact mean differs on 28 of 61,440).  AveragePool with
+    padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
+    not characterised.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def mantissa(v: float, bits: int) -> float:
+    """``v`` (> 0) rounded to ``bits`` significant bits, half up."""
+    m, e = math.frexp(v)
+    return math.floor(m * 2.0 ** bits + 0.5) / 2.0 ** bits * 2.0 ** e
+
+
+def conv_requant_params_v68(M: float) -> tuple[int, float]:
+    """(k, m) of the v68 convolution requantization for a real multiplier ``M`` > 0."""
+    if not (M > 0 and math.isfinite(M)):
+        raise ValueError(f"multiplier {M!r} is not a positive finite number")
+    k = math.ceil(math.log2(1.0 / M)) - 4
+    return k, mantissa(M * 2.0 ** k, 11)
+
+
+def folded_zero_point(zero_point_u8: int, M) -> np.ndarray:
+    """Z = floor(f32(zp / M) + 1/2), per channel when ``M`` is an array (float32 division)."""
+    q = (np.float32(zero_point_u8) / np.asarray(M, np.float32)).astype(np.float32)
+    return np.floor(q.astype(np.float64) + 0.5).astype(np.int64)
+
+
+def conv_requant_v68(acc: np.ndarray, M: float, zero_point_u8: int) -> np.ndarray:
+    """The v68 rule on exact accumulators (bias included), uint8 domain; int64 codes in [0, 255].
+    a * m is exact in float64 while |a| < 2^42 (m has 11 significant bits)."""
+    k, m = conv_requant_params_v68(M)
+    z = folded_zero_point(zero_point_u8, M)
+    a = np.asarray(acc, np.int64) + z
+    a = a >> k if k >= 0 else a << -k
+    return np.clip(np.floor(a.astype(np.float64) * m + 0.5), 0, 255).astype(np.int64)
+
+
+DW_S2_PER_CHANNEL_BIAS_MIN_M = 1e-4  # see the module docstring (stride-2 depthwise)
+
+
+def dw_stride2_params(M: float) -> tuple[int, int]:
+    """(p, i) of the stride-2 depthwise requantization (multipliers below 1/2 only)."""
+    if not (0 < M < 0.5):
+        raise ValueError(f"multiplier {M!r} is outside (0, 1/2), where the rule is measured")
+    p = 15 - math.frexp(M)[1]
+    return p, math.floor(M * 2.0 ** p + 0.5)
+
+
+def dw_stride2_requant(acc_z: np.ndarray, p, i, qmin: int = 0, qmax: int = 255) -> np.ndarray:
+    """Accumulators with bias and folded zero point -> codes (int64); p, i broadcast per channel.
+    |acc_z| < 2^31 and i < 2^15: the product is exact in int64."""
+    p = np.asarray(p, np.int64)
+    v = np.asarray(acc_z, np.int64) * np.asarray(i, np.int64) + (np.int64(1) << (p - 1))
+    return np.clip(v >> p, qmin, qmax)
+
+
+def add_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:
+    """(p, i1, i2, K) of the HTP's Add for real multipliers m_j = s_j / s_y and uint8 zero points."""
+    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
+        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
+    p = 14 - math.frexp(m1 + m2)[1]
+    if p < 9:
+        raise ValueError(f"multipliers {m1!r} + {m2!r} >= 32 are outside the measured range")
+    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    k = zy * 2 ** p + 2 ** (p - 1) - z1 * i1 - z2 * i2
+    return p, i1, i2, 256 * math.floor(k / 256 + 0.5)
+
+
+def add_u8(q1: np.ndarray, q2: np.ndarray, params: tuple[int, int, int, int]) -> np.ndarray:
+    """Raw uint8 codes in, uint8 codes out (int64); q * i < 2^8 * 2^14: exact in int64."""
+    p, i1, i2, k = params
+    v = np.asarray(q1, np.int64) * i1 + np.asarray(q2, np.int64) * i2 + k
+    return np.clip(v >> p, 0, 255)
+
+
+def average_params(A: float) -> tuple[int, int]:
+    """(p, i) of the window average for A = s_x / (s_y * n) > 0."""
+    if not (A > 0 and math.isfinite(A)):
+        raise ValueError(f"multiplier {A!r} is not a positive finite number")
+    p = 15 - math.frexp(A)[1]
+    if p < 1:
+        raise ValueError(f"multiplier {A!r} >= 2^14 is outside the measured range")
+    return p, math.floor(A * 2.0 ** p + 0.5)
+
+
+def average(S: np.ndarray, params: tuple[int, int], zy: int, qmin: int, qmax: int) -> np.ndarray:
+    """Window sums S of zero-point-subtracted codes -> output codes (int64)."""
+    p, i = params
+    return np.clip(((np.asarray(S, np.int64) * i + (1 << (p - 1))) >> p) + zy, qmin, qmax)

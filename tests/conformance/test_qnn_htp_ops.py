@@ -1,0 +1,290 @@
+"""The ``qnn-htp-v68`` / ``qnn-htp-v73`` schemes against Qualcomm's HTP emulation (onnxruntime-qnn 2.7.0,
+QNN 2.51 host build of libQnnHtp.so) on single-op QDQ models: every QuantizeLinear output of the
+emulator equals refinterp's Session under the scheme, code for code.  The emulator runs in a
+subprocess (_qnn_oracle.py)."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import refinterp
+from refinterp.errors import UnsupportedOpError
+
+from tests.conformance.test_qnn_htp_numerics import TP, _init, _model, run_htp
+
+try:
+    import onnxruntime_qnn  # noqa: F401
+except ImportError:  # the wheel exists for linux x86-64 only
+    pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
+
+F = np.float32
+ARCHS = ["68", "73"]
+
+
+def _q_outputs(m) -> list[str]:
+    return [n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear"]
+
+
+def _with_outputs(m, names):
+    """Every QuantizeLinear output as a graph output, typed by its zero point."""
+    have = {o.name for o in m.graph.output}
+    ztype = {i.name: i.data_type for i in m.graph.initializer}
+    for node in m.graph.node:
+        if node.op_type == "QuantizeLinear" and node.output[0] not in have:
+            m.graph.output.append(helper.make_tensor_value_info(node.output[0], ztype[node.input[2]], None))
+    return m
+
+
+def _check(tmp_path, m, feeds: dict, arch: str) -> int:
+    """Run the emulator and refinterp; assert every QuantizeLinear output equal; return the count of
+    codes compared."""
+    names = _q_outputs(m)
+    m = _with_outputs(m, names)
+    got = dict(zip(names, run_htp(tmp_path, m, feeds, names, arch=arch)))
+    p = tmp_path / "ours.onnx"
+    p.write_bytes(m.SerializeToString())
+    ours = refinterp.Session(refinterp.load(str(p)), f"qnn-htp-v{arch}").run(feeds, capture=names)
+    n = 0
+    for k in names:
+        a, b = np.asarray(ours[k]), got[k]
+        assert a.dtype == b.dtype and a.shape == b.shape, (k, a.dtype, b.dtype, a.shape, b.shape)
+        bad = np.flatnonzero(a.ravel() != b.ravel())
+        assert bad.size == 0, f"{k}: {bad.size} of {a.size} codes differ, e.g. ours {a.ravel()[bad[:4]]} " \
+                              f"htp {b.ravel()[bad[:4]]}"
+        n += a.size
+    return n
+
+
+def _qdq_in(name, s, z, act):
+    return ([_init(s, name + "_s", np.float32), _init(z, name + "_z", act)],
+            [helper.make_node("QuantizeLinear", [name, name + "_s", name + "_z"], [name + "_q"]),
+             helper.make_node("DequantizeLinear", [name + "_q", name + "_s", name + "_z"], [name + "_d"])])
+
+
+def _qdq_out(src, name, s, z, act):
+    return ([_init(s, name + "_s", np.float32), _init(z, name + "_z", act)],
+            [helper.make_node("QuantizeLinear", [src, name + "_s", name + "_z"], [name]),
+             helper.make_node("DequantizeLinear", [name, name + "_s", name + "_z"], [name + "_dq"])])
+
+
+def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, **attrs):
+    """x -> Q/DQ -> Conv(DQ(w), DQ(bias)) -> Q -> DQ; per-channel when ``ws`` is an array."""
+    pc = np.size(ws) > 1
+    inits, nodes = _qdq_in("x", xs, xz, act)
+    inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32),
+              _init(np.zeros(np.size(ws), np.int8) if pc else 0, "wz", np.int8)]
+    nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0))
+    ins = ["x_d", "wd"]
+    if bias is not None:
+        bs = (F(xs) * np.asarray(ws, F)).astype(F)
+        inits += [_init(bias, "b", np.int32), _init(bs, "bs", np.float32),
+                  _init(np.zeros(np.size(bs), np.int32) if pc else 0, "bz", np.int32)]
+        nodes.append(helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0))
+        ins.append("bd")
+    nodes.append(helper.make_node("Conv", ins, ["c"], **attrs))
+    i2, n2 = _qdq_out("c", "y", ys, yz, act)
+    return _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                  [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+
+
+# -- convolution: every accumulator in [-16384, 16256], one multiplier per output channel ------------
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_conv_every_accumulator(tmp_path, arch, act):
+    """Output channel c sees acc = a + 127 * b for every pair of input codes: its own multiplier M_c
+    (per-channel weight scales: k from -5 to 8) over the whole accumulator range; v68 also adds an
+    int32 bias per channel (v73 refuses per-channel weights with a bias, tested below)."""
+    info = np.iinfo(act)
+    xz = 128 if act == "uint8" else 0
+    a, b = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    q = np.stack([a.ravel(), b.ravel()]) + int(info.min)  # (2, 65536) codes
+    Ms = np.array([3.5, 1.3, 0.71, 0.2, 0.093, 0.031, 0.0087, 0.0023, 0.00061, 0.00031])
+    xs, ys = 0.01, 0.004
+    ws = (Ms * ys / xs).astype(F)
+    w = np.tile(np.array([1, 127], np.int8).reshape(1, 2, 1, 1), (Ms.size, 1, 1, 1))
+    rng = np.random.default_rng(7 + (act == "int8"))
+    bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32) if arch == "68" else None
+    for yz in (int(info.min) + 3, int(rng.integers(int(info.min), int(info.max) + 1))):
+        m = _conv_model((1, 2, 1, q.shape[1]), w, ws, bias, xs, xz, ys, yz, act)
+        x = ((q - xz) * F(xs)).astype(F)[None, :, None, :]
+        assert _check(tmp_path, m, {"x": x}, arch) > 65536 * Ms.size
+
+
+CONV_LAYERS = [  # (kind, stride, per-channel, bias)
+    ("conv", 1, False, True), ("conv", 2, True, False), ("conv", 1, True, True),
+    ("dw", 1, False, True), ("dw", 1, True, True), ("dw", 2, False, True), ("dw", 2, True, True),
+]
+
+
+# v73 re-derives a per-channel bias in a way not characterised: those layers are refused there
+# (test_v73_refuses_per_channel_bias); the stride-2 depthwise kernel adds the bias codes as they are
+CONV_CASES = [(arch,) + c for arch in ARCHS for c in CONV_LAYERS
+              if not (arch == "73" and c[2] and c[3] and (c[0], c[1]) != ("dw", 2))]
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+@pytest.mark.parametrize("arch,kind,stride,pc,with_bias", CONV_CASES, ids=lambda v: str(v))
+def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
+    info = np.iinfo(act)
+    rng = np.random.default_rng(zlib.crc32(repr((kind, stride, pc, with_bias, act, seed)).encode()))
+    C, H = 16, 11
+    O, cg, group = (C, 1, C) if kind == "dw" else (8, C, 1)
+    for trial in range(4):
+        xs, ws0 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
+        ws = (F(ws0) * rng.uniform(0.3, 3.0, O)).astype(F) if pc else F(ws0)
+        # stride-2 depthwise is characterised for multipliers below 1/2 (and, per-channel with a bias,
+        # for every channel's M >= 1e-4; the spread below is at most 10x)
+        top = np.log10(0.45) if (kind == "dw" and stride == 2) else np.log10(3.0)
+        M = 10 ** rng.uniform(-2.9 if (kind == "dw" and stride == 2 and pc) else -4, top)
+        ys = float(F(xs * float(np.max(ws)) / M))
+        xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        w = rng.integers(-127, 128, (O, cg, 3, 3)).astype(np.int8)
+        bias = rng.integers(-4000, 4000, O).astype(np.int32) if with_bias else None
+        m = _conv_model((1, C, H, H), w, ws, bias, xs, xz, ys, yz, act, group=group, pads=[1, 1, 1, 1],
+                        strides=[stride, stride])
+        q = rng.integers(int(info.min), int(info.max) + 1, (1, C, H, H))
+        _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+
+
+@pytest.mark.parametrize("arch,op,pc", [("68", "Gemm", False), ("68", "Gemm", True), ("68", "MatMul", False),
+                                        ("68", "MatMul", True), ("73", "Gemm", False), ("73", "MatMul", False)])
+def test_gemm_matmul(tmp_path, arch, op, pc):
+    """(v73 refuses per-channel Gemm / MatMul weights: not characterised.)"""
+    rng = np.random.default_rng(zlib.crc32(repr((op, pc)).encode()))
+    B, K, N = 64, 96, 24
+    for act in ("uint8", "int8"):
+        info = np.iinfo(act)
+        xs, ws0 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
+        ws = (F(ws0) * rng.uniform(0.3, 3.0, N)).astype(F) if pc else F(ws0)
+        ys = float(F(xs * float(np.max(ws)) * 40 / 10 ** rng.uniform(-1, 1)))
+        xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        inits, nodes = _qdq_in("x", xs, xz, act)
+        zw = np.zeros(N, np.int8) if pc else 0
+        if op == "Gemm":
+            w = rng.integers(-127, 128, (N, K)).astype(np.int8)
+            bias = rng.integers(-5000, 5000, N).astype(np.int32)
+            bs = (F(xs) * np.asarray(ws, F)).astype(F)
+            inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8),
+                      _init(bias, "b", np.int32), _init(bs, "bs", np.float32),
+                      _init(np.zeros(N, np.int32) if pc else 0, "bz", np.int32)]
+            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+                      helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+                      helper.make_node("Gemm", ["x_d", "wd", "bd"], ["c"], transB=1)]
+        else:
+            w = rng.integers(-127, 128, (K, N)).astype(np.int8)
+            inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8)]
+            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+                      helper.make_node("MatMul", ["x_d", "wd"], ["c"])]
+        i2, n2 = _qdq_out("c", "y", ys, yz, act)
+        m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
+        _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+
+
+# -- Add: every pair of codes, four output scales per model --------------------------------------------
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_add_every_pair(tmp_path, arch, act):
+    info = np.iinfo(act)
+    rng = np.random.default_rng(3 + (act == "int8"))
+    a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
+                       indexing="ij")
+    for trial in range(3):
+        s1, s2 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
+        z1, z2 = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        i2, n2 = _qdq_in("b", s2, z2, act)
+        nodes, inits = n1 + n2 + [helper.make_node("Add", ["a_d", "b_d"], ["s"])], i1 + i2
+        for j in range(4):  # (M_1 + M_2) from about 1/4 to 8: p = 14 - e from 16 down to 10
+            s3 = float(F((s1 + s2) * 10 ** rng.uniform(-0.9, 0.6)))
+            io, no = _qdq_out("s", f"y{j}", s3, int(rng.integers(int(info.min), int(info.max) + 1)), act)
+            nodes, inits = nodes + no, inits + io
+        shape = [1, a.size]
+        m = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
+                                  helper.make_tensor_value_info("b", TensorProto.FLOAT, shape)],
+                   [helper.make_tensor_value_info("y0_dq", TensorProto.FLOAT, None)])
+        feeds = {"a": ((a.ravel() - z1) * F(s1)).astype(F)[None], "b": ((b.ravel() - z2) * F(s2)).astype(F)[None]}
+        _check(tmp_path, m, feeds, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_global_average_pool_and_maxpool(tmp_path, arch):
+    rng = np.random.default_rng(11)
+    for act in ("uint8", "int8"):
+        info = np.iinfo(act)
+        for hw in (2, 3, 5, 7):
+            xs = float(F(10 ** rng.uniform(-3, -1)))
+            xz = int(rng.integers(int(info.min), int(info.max) + 1))
+            i1, n1 = _qdq_in("x", xs, xz, act)
+            n1.append(helper.make_node("MaxPool", ["x_d"], ["mp"], kernel_shape=[2, 2], strides=[1, 1]))
+            im, nm = _qdq_out("mp", "m", xs, xz, act)  # MaxPool keeps its input's parameters
+            nm.append(helper.make_node("GlobalAveragePool", ["m_dq"], ["g"]))
+            ig, ng = _qdq_out("g", "y", float(F(xs * 10 ** rng.uniform(-0.5, 0.5))),
+                              int(rng.integers(int(info.min), int(info.max) + 1)), act)
+            m = _model(n1 + nm + ng, i1 + im + ig,
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, hw + 1, hw + 1])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            q = rng.integers(int(info.min), int(info.max) + 1, (1, 512, hw + 1, hw + 1))
+            _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_quantize_linear_from_float_v68(tmp_path, dtype):
+    """QuantizeLinear of a graph input: htp.quantize_float on v68 as on v73 (float16 boundaries, ties)."""
+    from tests.conformance.test_qnn_htp_numerics import _stress_values
+
+    rng = np.random.default_rng({"uint8": 1, "int8": 2, "uint16": 3, "int16": 4}[dtype])
+    info = np.iinfo(dtype)
+    scale = float(F(10 ** rng.uniform(-4, -0.5)))
+    zp = 0 if dtype == "int16" else int(rng.integers(int(info.min), int(info.max) + 1))
+    x = _stress_values(rng, scale, info, zp, 3000)
+    m = _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+               [_init(scale, "s", np.float32), _init(zp, "z", dtype)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, x.size])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                helper.make_tensor_value_info("q", TP[dtype], None)])
+    _check(tmp_path, m, {"x": x[None]}, "68")
+
+
+# -- what the schemes refuse, at Session build, in one line naming the node ------------------------------
+
+def _refused(tmp_path, m, scheme: str) -> str:
+    p = tmp_path / "r.onnx"
+    p.write_bytes(m.SerializeToString())
+    with pytest.raises(UnsupportedOpError) as e:
+        refinterp.Session(refinterp.load(str(p)), scheme)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and "node '" in msg, msg
+    return msg
+
+
+def test_v73_refuses_per_channel_bias(tmp_path):
+    m = _conv_model((1, 4, 5, 5), np.ones((8, 4, 1, 1), np.int8), np.linspace(0.01, 0.02, 8).astype(F),
+                    np.arange(8, dtype=np.int32), 0.02, 128, 0.01, 128, "uint8")
+    assert "per-channel bias is not characterised" in _refused(tmp_path, m, "qnn-htp-v73")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_uncharacterised_ops_are_refused(tmp_path, arch):
+    # per-channel stride-2 depthwise with a bias and a tiny multiplier (quant/htp_ops.py)
+    w = np.ones((4, 1, 3, 3), np.int8)
+    m = _conv_model((1, 4, 6, 6), w, np.array([0.01, 0.01, 0.01, 1e-5], F), np.arange(4, dtype=np.int32), 0.02,
+                    128, 0.01, 128, "uint8", group=4, pads=[1, 1, 1, 1], strides=[2, 2])
+    assert "not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
+    n1.append(helper.make_node("AveragePool", ["x_d"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    io, no = _qdq_out("p", "y", 0.02, 128, "uint8")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "AveragePool" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # 16-bit activations ("a16w8"): not characterised yet; the QDQ fusion leaves this Conv in float
+    m16 = _conv_model((1, 4, 5, 5), np.ones((8, 4, 1, 1), np.int8), F(0.01), None, 0.001, 32768, 0.002, 32768,
+                      "uint16")
+    assert "Conv" in (msg := _refused(tmp_path, m16, f"qnn-htp-v{arch}")) and "not characterised" in msg
