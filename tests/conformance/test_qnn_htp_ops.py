@@ -4,7 +4,11 @@ emulator equals refinterp's Session under the scheme, code for code.  The emulat
 subprocess (_qnn_oracle.py)."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +17,7 @@ from onnx import TensorProto, helper
 import refinterp
 from refinterp.errors import UnsupportedOpError
 
-from tests.conformance.test_qnn_htp_numerics import TP, _init, _model, run_htp
+from tests.conformance.test_qnn_htp_numerics import TP, _init, _model
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -22,6 +26,7 @@ except ImportError:  # the wheel exists for linux x86-64 only
 
 F = np.float32
 ARCHS = ["68", "73"]
+ORACLE = Path(__file__).with_name("_qnn_oracle.py")
 
 
 def _q_outputs(m) -> list[str]:
@@ -38,24 +43,46 @@ def _with_outputs(m, names):
     return m
 
 
-def _check(tmp_path, m, feeds: dict, arch: str) -> int:
-    """Run the emulator and refinterp; assert every QuantizeLinear output equal; return the count of
-    codes compared."""
-    names = _q_outputs(m)
-    m = _with_outputs(m, names)
-    got = dict(zip(names, run_htp(tmp_path, m, feeds, names, arch=arch)))
-    p = tmp_path / "ours.onnx"
-    p.write_bytes(m.SerializeToString())
-    ours = refinterp.Session(refinterp.load(str(p)), f"qnn-htp-v{arch}").run(feeds, capture=names)
+def _htp_many(tmp_path, jobs: list[tuple], arch: str) -> list[dict[str, np.ndarray]]:
+    """Every job's QuantizeLinear outputs from the emulator, all models in one subprocess."""
+    manifest = []
+    for i, (m, feeds) in enumerate(jobs):
+        mp, fp, op = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
+        mp.write_bytes(_with_outputs(m, _q_outputs(m)).SerializeToString())
+        np.savez(fp, **feeds)
+        manifest.append([str(mp), str(fp), str(op), arch, _q_outputs(m)])
+    (tmp_path / "jobs.json").write_text(json.dumps(manifest))
+    r = subprocess.run([sys.executable, str(ORACLE), "--batch", str(tmp_path / "jobs.json")],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode < 0:
+        pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode})")
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs = []
+    for _, _, op, _, names in manifest:
+        with np.load(op, allow_pickle=False) as f:
+            outs.append({k: f[k] for k in names})
+    return outs
+
+
+def _check_many(tmp_path, jobs: list[tuple], arch: str) -> int:
+    """Run the emulator and refinterp on every (model, feeds); assert every QuantizeLinear output
+    equal; return the count of codes compared."""
     n = 0
-    for k in names:
-        a, b = np.asarray(ours[k]), got[k]
-        assert a.dtype == b.dtype and a.shape == b.shape, (k, a.dtype, b.dtype, a.shape, b.shape)
-        bad = np.flatnonzero(a.ravel() != b.ravel())
-        assert bad.size == 0, f"{k}: {bad.size} of {a.size} codes differ, e.g. ours {a.ravel()[bad[:4]]} " \
-                              f"htp {b.ravel()[bad[:4]]}"
-        n += a.size
+    for i, ((m, feeds), got) in enumerate(zip(jobs, _htp_many(tmp_path, jobs, arch))):
+        p = tmp_path / f"m{i}.onnx"
+        ours = refinterp.Session(refinterp.load(str(p)), f"qnn-htp-v{arch}").run(feeds, capture=list(got))
+        for k, b in got.items():
+            a = np.asarray(ours[k])
+            assert a.dtype == b.dtype and a.shape == b.shape, (k, a.dtype, b.dtype, a.shape, b.shape)
+            bad = np.flatnonzero(a.ravel() != b.ravel())
+            assert bad.size == 0, f"job {i} {k}: {bad.size} of {a.size} codes differ, e.g. ours " \
+                                  f"{a.ravel()[bad[:4]]} htp {b.ravel()[bad[:4]]}"
+            n += a.size
     return n
+
+
+def _check(tmp_path, m, feeds: dict, arch: str) -> int:
+    return _check_many(tmp_path, [(m, feeds)], arch)
 
 
 def _qdq_in(name, s, z, act):
@@ -108,10 +135,10 @@ def test_conv_every_accumulator(tmp_path, arch, act):
     w = np.tile(np.array([1, 127], np.int8).reshape(1, 2, 1, 1), (Ms.size, 1, 1, 1))
     rng = np.random.default_rng(7 + (act == "int8"))
     bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32) if arch == "68" else None
-    for yz in (int(info.min) + 3, int(rng.integers(int(info.min), int(info.max) + 1))):
-        m = _conv_model((1, 2, 1, q.shape[1]), w, ws, bias, xs, xz, ys, yz, act)
-        x = ((q - xz) * F(xs)).astype(F)[None, :, None, :]
-        assert _check(tmp_path, m, {"x": x}, arch) > 65536 * Ms.size
+    x = ((q - xz) * F(xs)).astype(F)[None, :, None, :]
+    jobs = [(_conv_model((1, 2, 1, q.shape[1]), w, ws, bias, xs, xz, ys, yz, act), {"x": x})
+            for yz in (int(info.min) + 3, int(rng.integers(int(info.min), int(info.max) + 1)))]
+    assert _check_many(tmp_path, jobs, arch) > 2 * 65536 * Ms.size
 
 
 CONV_LAYERS = [  # (kind, stride, per-channel, bias)
@@ -133,6 +160,7 @@ def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
     rng = np.random.default_rng(zlib.crc32(repr((kind, stride, pc, with_bias, act, seed)).encode()))
     C, H = 16, 11
     O, cg, group = (C, 1, C) if kind == "dw" else (8, C, 1)
+    jobs = []
     for trial in range(4):
         xs, ws0 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
         ws = (F(ws0) * rng.uniform(0.3, 3.0, O)).astype(F) if pc else F(ws0)
@@ -147,7 +175,8 @@ def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
         m = _conv_model((1, C, H, H), w, ws, bias, xs, xz, ys, yz, act, group=group, pads=[1, 1, 1, 1],
                         strides=[stride, stride])
         q = rng.integers(int(info.min), int(info.max) + 1, (1, C, H, H))
-        _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
 
 
 @pytest.mark.parametrize("arch,op,pc", [("68", "Gemm", False), ("68", "Gemm", True), ("68", "MatMul", False),
@@ -156,6 +185,7 @@ def test_gemm_matmul(tmp_path, arch, op, pc):
     """(v73 refuses per-channel Gemm / MatMul weights: not characterised.)"""
     rng = np.random.default_rng(zlib.crc32(repr((op, pc)).encode()))
     B, K, N = 64, 96, 24
+    jobs = []
     for act in ("uint8", "int8"):
         info = np.iinfo(act)
         xs, ws0 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
@@ -183,7 +213,8 @@ def test_gemm_matmul(tmp_path, arch, op, pc):
         m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
                    [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
         q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
-        _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
 
 
 # -- Add: every pair of codes, four output scales per model --------------------------------------------
@@ -195,27 +226,30 @@ def test_add_every_pair(tmp_path, arch, act):
     rng = np.random.default_rng(3 + (act == "int8"))
     a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
                        indexing="ij")
+    jobs = []
     for trial in range(3):
         s1, s2 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
         z1, z2 = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
         i1, n1 = _qdq_in("a", s1, z1, act)
         i2, n2 = _qdq_in("b", s2, z2, act)
-        nodes, inits = n1 + n2 + [helper.make_node("Add", ["a_d", "b_d"], ["s"])], i1 + i2
+        nodes, inits = n1 + n2, i1 + i2
         for j in range(4):  # (M_1 + M_2) from about 1/4 to 8: p = 14 - e from 16 down to 10
             s3 = float(F((s1 + s2) * 10 ** rng.uniform(-0.9, 0.6)))
-            io, no = _qdq_out("s", f"y{j}", s3, int(rng.integers(int(info.min), int(info.max) + 1)), act)
-            nodes, inits = nodes + no, inits + io
+            io, no = _qdq_out(f"s{j}", f"y{j}", s3, int(rng.integers(int(info.min), int(info.max) + 1)), act)
+            nodes, inits = nodes + [helper.make_node("Add", ["a_d", "b_d"], [f"s{j}"])] + no, inits + io
         shape = [1, a.size]
         m = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
                                   helper.make_tensor_value_info("b", TensorProto.FLOAT, shape)],
                    [helper.make_tensor_value_info("y0_dq", TensorProto.FLOAT, None)])
         feeds = {"a": ((a.ravel() - z1) * F(s1)).astype(F)[None], "b": ((b.ravel() - z2) * F(s2)).astype(F)[None]}
-        _check(tmp_path, m, feeds, arch)
+        jobs.append((m, feeds))
+    _check_many(tmp_path, jobs, arch)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_global_average_pool_and_maxpool(tmp_path, arch):
     rng = np.random.default_rng(11)
+    jobs = []
     for act in ("uint8", "int8"):
         info = np.iinfo(act)
         for hw in (2, 3, 5, 7):
@@ -231,7 +265,8 @@ def test_global_average_pool_and_maxpool(tmp_path, arch):
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, hw + 1, hw + 1])],
                        [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
             q = rng.integers(int(info.min), int(info.max) + 1, (1, 512, hw + 1, hw + 1))
-            _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, arch)
+            jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])

@@ -1,0 +1,40 @@
+"""``fuse_qdq_htp``: ``fuse_qdq`` plus the data-movement units the HTP runs on quantized codes.
+
+Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
+movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
+SpaceToDepth) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group).
+Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
+HTP kernels then copy codes when input and output parameters are equal and refuse the node
+otherwise (how the HTP requantizes in a copy is not characterised).  Only the data input is
+dequantized; shape / index inputs stay as they are.  8-bit units only, as ``fuse_qdq``.
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+from .qdq import _Fuser
+
+MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
+        "DepthToSpace", "SpaceToDepth")
+
+
+class _HtpFuser(_Fuser):
+    def fuse_move(self, n) -> None:
+        if n.op not in MOVE or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
+            return
+        hit = self.q_after(n.outputs[0])
+        x = self.dq(n.inputs[0])
+        if hit is None or x is None:
+            return
+        q, qqp = hit
+        if self.effective_type(x[1]) != self.effective_type(q.outputs[0]):
+            return
+        self._replace(n, [x[1]] + list(n.inputs[1:]), [x[2]] + [None] * (len(n.inputs) - 1), q, qqp, [x[0]], {})
+
+
+def fuse_qdq_htp(graph: Graph) -> Graph:
+    f = _HtpFuser(graph)
+    f.drop_activations()
+    for n in list(f.nodes):
+        f.fuse_node(n)
+        f.fuse_move(n)
+    return graph.replace(nodes=f.result(), tensors=f.tensors)

@@ -1,0 +1,139 @@
+"""Whole QDQ models on Qualcomm's HTP emulation (onnxruntime-qnn 2.7.0) against refinterp's
+``qnn-htp-v68`` / ``qnn-htp-v73`` schemes: every QuantizeLinear output (the HTP's quantized
+activations) and the float output, code for code; ``capture --runtime qnn-htp`` -> ``diff --explain``
+names the matching scheme.  The emulator runs in a subprocess (the CLI / _qnn_oracle.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import refinterp
+from refinterp.errors import UnsupportedOpError
+from tests.onnx_models import mobile_blocks, small_cnn
+
+try:
+    import onnxruntime_qnn  # noqa: F401
+except ImportError:  # the wheel exists for linux x86-64 only
+    pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+ORACLE = Path(__file__).with_name("_qnn_oracle.py")
+
+
+def _quantize(f32_model, d: Path, name: str, act: str, per_channel: bool, shape) -> Path:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src = d / f"{name}_f32.onnx"
+    onnx.save(f32_model, str(src))
+    rng = np.random.default_rng(0)
+    inp = f32_model.graph.input[0].name
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{inp: rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    out = d / f"{name}_{act}_{'pc' if per_channel else 'pt'}.onnx"
+    quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8, per_channel=per_channel)
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("htp_models")
+    shape = [1, 3, 32, 32]
+    made = {(act, pc): _quantize(mobile_blocks(), d, "mobile", act, pc, shape)
+            for act in ("uint8", "int8") for pc in (False, True)}
+    feeds = d / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 1.5)
+    return made, feeds, d
+
+
+def _htp_outputs(model: Path, feeds: Path, arch: str, d: Path) -> dict[str, np.ndarray]:
+    """Every QuantizeLinear output and the graph outputs, from the emulator."""
+    from refinterp.loaders.onnx_dump_io import model_with_all_outputs
+
+    data, _ = model_with_all_outputs(str(model), only_ops=frozenset({"QuantizeLinear"}))
+    tapped = d / f"tapped_{model.stem}.onnx"
+    tapped.write_bytes(data)
+    out = d / f"htp_{model.stem}_{arch}.npz"
+    r = subprocess.run([sys.executable, str(ORACLE), str(tapped), str(feeds), str(out), arch],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if r.returncode < 0:
+        pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode}) on {model.name}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    with np.load(out, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+# v73 refuses per-channel weights with a bias (its per-channel bias is not characterised), tested below
+CASES = [("68", "uint8", True), ("68", "uint8", False), ("68", "int8", True), ("68", "int8", False),
+         ("73", "uint8", False), ("73", "int8", False)]
+
+
+@pytest.mark.parametrize("arch,act,pc", CASES, ids=lambda v: str(v))
+def test_every_quantized_tensor_equals_the_emulator(models, arch, act, pc):
+    made, feeds, d = models
+    model = made[(act, pc)]
+    got = _htp_outputs(model, feeds, arch, d)
+    q_outputs = [n.output[0] for n in onnx.load(str(model)).graph.node if n.op_type == "QuantizeLinear"]
+    assert set(q_outputs) <= set(got)
+    with np.load(feeds, allow_pickle=False) as f:
+        feed = {k: f[k] for k in f.files}
+    ours = refinterp.Session(refinterp.load(str(model)), f"qnn-htp-v{arch}").run(feed, capture=list(got))
+    compared = 0
+    for name, want in got.items():
+        a = np.asarray(ours[name]).reshape(want.shape)
+        assert a.dtype == want.dtype, (name, a.dtype, want.dtype)
+        bad = int(np.count_nonzero(a != want))
+        assert bad == 0, f"{name}: {bad} of {want.size} differ"
+        compared += want.size
+    assert len(got) >= 11 and compared > 10000  # 10 quantized activations and the float logits
+
+
+def test_v73_refuses_per_channel_bias_model(models):
+    made, _, _ = models
+    with pytest.raises(UnsupportedOpError, match="per-channel bias is not characterised"):
+        refinterp.Session(refinterp.load(str(made[("uint8", True)])), "qnn-htp-v73")
+
+
+def test_a_model_with_uncharacterised_ops_is_refused_at_build(tmp_path):
+    model = _quantize(small_cnn(), tmp_path, "small", "uint8", True, [1, 3, 16, 16])
+    for arch in ("68", "73"):
+        r = subprocess.run([sys.executable, "-m", "refinterp", "run", str(model), "--scheme", f"qnn-htp-v{arch}",
+                            "--random-inputs", "0", "--out", str(tmp_path / f"o{arch}")],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode != 0 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "node '" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("arch,pc", [("68", True), ("73", False)])
+def test_capture_then_explain_names_the_htp_scheme(tmp_path, models, arch, pc):
+    made, feeds, _ = models
+    model = made[("uint8", pc)]
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "refinterp", *args], capture_output=True, text=True,
+                              timeout=600, cwd=ROOT)
+
+    r = cli("capture", str(model), "--runtime", "qnn-htp", "--htp-arch", arch, "--inputs", str(feeds),
+            "--out", str(tmp_path / "dump"))
+    assert r.returncode == 0, r.stderr
+    r = cli("diff", str(model), "--scheme", f"qnn-htp-v{arch}", "--against", str(tmp_path / "dump"),
+            "--inputs", str(feeds), "--json", str(tmp_path / "same.json"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr  # 0: no divergence under its own scheme
+    r = cli("diff", str(model), "--scheme", "onnxruntime-cpu", "--against", str(tmp_path / "dump"),
+            "--inputs", str(feeds), "--explain", "--json", str(tmp_path / "r.json"))
+    assert r.returncode in (0, 1), r.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["explain"]["best_scheme"] == f"qnn-htp-v{arch}", rep["explain"]["best_scheme"]
