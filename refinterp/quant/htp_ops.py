@@ -22,12 +22,18 @@ M = f32(f32(s_x * s_w[c]) / s_y)::
     y  = clamp(floor(a * m + 1/2), 0, 255)      uint8 domain; no zero point added after
 
     The bias is the model's int32 codes as they are (v73 re-derives it, ``htp.conv_bias``).
+    Per-channel weights: M is derived through the largest weight scale S of the layer,
+    M[c] = f32(f32(f32(s_x * S) / s_y) * f32(s_w[c] / S)) (``per_channel_multipliers``), one or two
+    float32 ulps from f32(f32(s_x * s_w[c]) / s_y); it moves Z when f32(zp / M) is near n + 1/2.
     Evidence: the output's level boundaries fall on a grid of 2^k accumulators offset by Z mod 2^k;
     fitting (m, offset) to every boundary leaves exactly one 11-bit m (a dense sweep of M over
     [0.1500, 0.1503] steps m by 2 units of the 12-bit grid, switching at the 11-bit midpoints); 130
     dense sweeps (M 3e-4 .. 5, zero points 0 .. 255) give 0 differences in 4.2M outputs; random 1x1,
     3x3 padded, depthwise and Gemm layers with int32 biases, per-tensor and per-channel weights,
-    uint8 and int8 activations: 0 of 600k.  The float32 quotient in Z was found on per-channel Gemm
+    uint8 and int8 activations: 0 of 600k.  The per-channel M was found on MobileNetV2 (one output of
+    25,088 in a 1x1 projection moved with the largest channel scale only): over 2,560 channels (40
+    dense sweeps, random scales and zero points) the folded Z equals round(f32(zp / M[c])) with this M
+    on every channel, with f32(f32(s_x * s_w[c]) / s_y) on 2,548.  The float32 quotient in Z was found on per-channel Gemm
     / MatMul sweeps: 2 outputs of 65,536 where f32(zp / M) is exactly n + 1/2 while zp / M is below it.
 
 Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
@@ -88,6 +94,15 @@ def conv_requant_params_v68(M: float) -> tuple[int, float]:
         raise ValueError(f"multiplier {M!r} is not a positive finite number")
     k = math.ceil(math.log2(1.0 / M)) - 4
     return k, mantissa(M * 2.0 ** k, 11)
+
+
+def per_channel_multipliers(xs: float, ws: np.ndarray, ys: float) -> np.ndarray:
+    """M[c] = f32(f32(f32(xs * S) / ys) * f32(ws[c] / S)), S = max(ws): the v68 per-channel multipliers."""
+    f32 = np.float32
+    ws = np.asarray(ws, f32)
+    S = ws.max()
+    ms = f32(f32(f32(xs) * S) / f32(ys))
+    return (ms * (ws / S).astype(f32)).astype(f32).astype(np.float64)
 
 
 def folded_zero_point(zero_point_u8: int, M) -> np.ndarray:

@@ -59,6 +59,9 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     if per_channel and kind in ("Gemm", "MatMul") and arch == "v73":
         raise UnsupportedOpError(f"{where(node)}: per-channel weights on {kind} are not characterised on the HTP")
     mult = np.asarray(plan.mult, np.float64).ravel()
+    if per_channel and arch == "v68":
+        mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), np.asarray(w.quant.scale, np.float32).ravel(),
+                                               float(y.quant.scale[0]))
     form = "conv"
     if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
         if any(int(v) != 2 for v in plan.fplan.strides) or np.any(mult >= 0.5):
