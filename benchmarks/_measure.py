@@ -21,9 +21,11 @@ import numpy as np
 
 # scheme -> the runtime whose latency it is held to (issue 8) / whose outputs it reproduces bit-exactly
 SIMULATES = {"tflite-reference": "litert-opt", "tflite-optimized": "litert-opt",
-             "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+             "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime",
+             "qnn-htp-v68": "htp-emulator-68", "qnn-htp-v73": "htp-emulator-73"}
 EXACT = {"tflite-reference": "litert-ref", "tflite-optimized": "litert-opt",
-         "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime"}
+         "tflite-xnnpack": "litert-xnnpack", "onnxruntime-cpu": "onnxruntime",
+         "qnn-htp-v68": "htp-emulator-68", "qnn-htp-v73": "htp-emulator-73"}
 
 
 def timed(fn, min_reps: int, max_reps: int, budget_s: float) -> list[float]:
@@ -143,13 +145,37 @@ def bench_ort(path: str, feeds, threads: int, reps: dict) -> dict:
     so.inter_op_num_threads = 1
     # the default level, stated: QDQ units fused into QLinear kernels (what onnxruntime-cpu reproduces)
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return _bench_session(ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]), feeds, reps)
+
+
+def _bench_session(s, feeds, reps: dict) -> dict:
+    """First run, then timed runs, of an onnxruntime InferenceSession."""
     t = time.perf_counter()
     s.run(None, feeds)
     first = time.perf_counter() - t
     times = timed(lambda: s.run(None, feeds), **reps)
     return {"median_s": statistics.median(times), "first_run_s": first, "reps": len(times),
             "outputs": [np.asarray(o) for o in s.run(None, feeds)], "invoke": lambda: s.run(None, feeds)}
+
+
+def bench_htp(path: str, arch: str, feeds, reps: dict) -> dict:
+    """Qualcomm's HTP emulation (onnxruntime-qnn, QNN EP, CPU fallback disabled): the 'device'."""
+    from refinterp.dumps.capture_qnn import htp_session
+
+    return _bench_session(htp_session(path, arch), feeds, reps)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool | str:
+    """Equal; for float32 outputs one ulp apart: 'ulp' (the HTP's final DequantizeLinear, see
+    tests/conformance/test_qnn_htp_models.py)."""
+    if a.shape != b.shape:
+        return False
+    if np.array_equal(a, b):
+        return True
+    if a.dtype == b.dtype == np.float32:
+        ulps = np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
+        return "ulp" if int(ulps.max()) <= 1 else False
+    return False
 
 
 def main(spec: dict) -> dict:
@@ -167,6 +193,8 @@ def main(spec: dict) -> dict:
                 res["runtimes"][rt] = bench_litert(spec["path"], rt, feeds, threads, reps)
             elif rt == "onnxruntime":
                 res["runtimes"][rt] = bench_ort(spec["path"], feeds, threads, reps)
+            elif rt.startswith("htp-emulator-"):
+                res["runtimes"][rt] = bench_htp(spec["path"], rt.rsplit("-", 1)[1], feeds, reps)
         except Exception as e:
             res["runtimes"][rt] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     for scheme in spec.get("schemes", []):
@@ -185,8 +213,8 @@ def main(spec: dict) -> dict:
         rt = res["runtimes"].get(EXACT.get(scheme, ""), {})
         mine, theirs = r.pop("outputs", None), rt.get("outputs")
         if mine is not None and theirs is not None:
-            res["exact"][scheme] = len(mine) == len(theirs) and all(
-                a.shape == b.shape and np.array_equal(a, b) for a, b in zip(mine, theirs))
+            same = [_same(a, b) for a, b in zip(mine, theirs)] if len(mine) == len(theirs) else [False]
+            res["exact"][scheme] = False if False in same else ("ulp" if "ulp" in same else True)
         if r.get("untimed"):
             del res["schemes"][scheme]
     for rt in res["runtimes"].values():

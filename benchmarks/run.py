@@ -72,6 +72,16 @@ def ensure_mnv2(tf_python: str | None) -> bool:
     return r.returncode == 0 and MNV2.exists()
 
 
+# Qualcomm's HTP emulation (onnxruntime-qnn) and the schemes that reproduce it, when installed
+HTP = (["qnn-htp-v68", "qnn-htp-v73"], ["htp-emulator-68", "htp-emulator-73"])
+
+
+def _has_htp() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime_qnn") is not None
+
+
 def ensure_onnx(name: str) -> bool:
     """Generate a QDQ MobileNetV2 ONNX model on first use (needs only onnx + onnxruntime)."""
     path = GENERATED_ONNX[name]
@@ -165,8 +175,8 @@ def table(results: dict) -> str:
                 mine = r["median_s"] if pair else r.get("alone_median_s", r["median_s"])
                 ratio = (f"{mine / rms:.2f}x" + (f" ({rms / mine:.1f}x faster)" if mine < rms else "")
                          if rms else rr.get("error", "-")[:60])
-                eq = {True: f"yes ({EXACT[scheme]})", False: f"NO ({EXACT[scheme]})", None: "-"}[
-                    res.get("exact", {}).get(scheme)]
+                eq = {True: f"yes ({EXACT[scheme]})", False: f"NO ({EXACT[scheme]})", None: "-",
+                      "ulp": f"codes yes, floats 1 ulp ({EXACT[scheme]})"}[res.get("exact", {}).get(scheme)]
                 target = TARGETS.get(rt, "-")
                 cells = [model, scheme, _ms(mine), f"{over:+.0%}", rt, _ms(rms), ratio, target, eq,
                          f"{r['prepare_s']:.2f}", f"{r['first_run_s']:.2f}",
@@ -228,7 +238,9 @@ def main(argv=None) -> int:
                 res["runtimes"]["litert-ref"] = ref.get("runtimes", {}).get("litert-ref", ref)
                 res.setdefault("exact", {}).update(ref.get("exact", {}))
         else:
-            res = child({"path": str(path), "schemes": ["onnxruntime-cpu"], "runtimes": ["onnxruntime"]}, env)
+            htp = HTP if kind == "onnx" and _has_htp() else ([], [])
+            res = child({"path": str(path), "schemes": ["onnxruntime-cpu"] + htp[0],
+                         "runtimes": ["onnxruntime"] + htp[1]}, env)
         results[m] = res
     small = MODELS["small"][1]
     cli = {"warm_s": cli_wall(small, env)}

@@ -4,8 +4,9 @@ host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51, shipped in ``onnxruntim
 
 Qualcomm does not publish the HTP kernels; every rule below was found by single-op sweeps against the
 emulator (over scales, zero points, ties and saturation) and is stated with the evidence.  Only
-what is stated here is characterised; the bias of a convolution with per-channel weights is the one piece
-found to differ from the rule below and not characterised yet.
+what is stated here is characterised; the bias of a v73 convolution with per-channel weights is the
+one piece found to differ from the rule below and not characterised yet.  The v68 convolution,
+stride-2 depthwise, Add and GlobalAveragePool are in ``htp_ops.py``.
 
 QuantizeLinear from float32 (a graph input quantized on the HTP)::
 
@@ -48,7 +49,10 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     the same 65 of 120 codes, t = 1.1 / 1.25 / 1.5 / 1.75 / 1.9 move 33 / 12 / 8 / 46 / 87, and t = 3,
     5, 7 move exactly what 1.5, 1.25, 1.75 move.  Channels whose scales all equal S still move codes.
     The moved amount is a constant integer per channel: sweeping the accumulator over -60..60 (M = 1)
-    shifts the output by the same b' for every accumulator value.  Tried and refuted on these sweeps
+    shifts the output by the same b' for every accumulator value.  (v68 derives its per-channel
+    multipliers through S too -- M[c] = f32(f32(f32(s_x * S) / s_y) * f32(s_w[c] / S)), htp_ops.py --
+    but adds the bias codes unchanged; none of the M-through-S chains reproduces the v73 bias: 38,100
+    codes at 300 scale sets, 6,829 moved, best chain 31,928 right.)  Tried and refuted on these sweeps
     (24 scale sets, 120 codes each): trunc of the float32 bias value divided in float64 by the exact
     s_x * s_w or s_x * S, with or without the float32 ratio s_w / S, and each with a float32 quotient.
 
