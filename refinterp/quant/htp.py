@@ -52,7 +52,13 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     shifts the output by the same b' for every accumulator value.  (v68 derives its per-channel
     multipliers through S too -- M[c] = f32(f32(f32(s_x * S) / s_y) * f32(s_w[c] / S)), htp_ops.py --
     but adds the bias codes unchanged; none of the M-through-S chains reproduces the v73 bias: 38,100
-    codes at 300 scale sets, 6,829 moved, best chain 31,928 right.)  Tried and refuted on these sweeps
+    codes at 300 scale sets, 6,829 moved, best chain 31,928 right.)  The v73 per-channel bias also
+    depends on the *other channels' bias codes*: with 120 channels at biases -60..59 and 8 more at a
+    bias B (all scales equal), the moved set changes with B -- B = 59 or 60 move {1}, B = 63 moves 20
+    codes, B = 100 none; at B = 2^n the moved sets are nested (each doubling of B drops the smallest
+    members: 64 -> 24 codes ... 1024 -> {44..52}, 2048 -> none) and depend on the scales too.  A
+    re-quantization of the float bias vector to a common scale from max |b * s_b| (symmetric or
+    asymmetric, 8 to 32 bits, three roundings) reproduces 15 of 72 such sets: not it either.  Tried and refuted on these sweeps
     (24 scale sets, 120 codes each): trunc of the float32 bias value divided in float64 by the exact
     s_x * s_w or s_x * S, with or without the float32 ratio s_w / S, and each with a float32 quotient.
 
