@@ -2,7 +2,8 @@
 
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
-SpaceToDepth) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group).
+SpaceToDepth) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
+so are Tanh and HardSwish (fused here too; ORT's own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal and refuse the node
 otherwise (how the HTP requantizes in a copy is not characterised).  Only the data input is
@@ -15,11 +16,15 @@ from .qdq import _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
         "DepthToSpace", "SpaceToDepth")
+# one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
+UNARY = ("Tanh", "HardSwish")
 
 
 class _HtpFuser(_Fuser):
     def fuse_move(self, n) -> None:
-        if n.op not in MOVE or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
+        if n.op not in MOVE + UNARY or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
+            return
+        if n.op in UNARY and len(n.inputs) != 1:
             return
         hit = self.q_after(n.outputs[0])
         x = self.dq(n.inputs[0])

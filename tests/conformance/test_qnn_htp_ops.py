@@ -269,6 +269,30 @@ def test_global_average_pool_and_maxpool(tmp_path, arch):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_table_activations_every_code(tmp_path, arch):
+    """Sigmoid / Tanh / HardSwish: every input code, random scales (ties are refused, tested below)."""
+    rng = np.random.default_rng(21)
+    jobs = []
+    for act in ("uint8", "int8"):
+        info = np.iinfo(act)
+        q = np.arange(int(info.min), int(info.max) + 1)
+        for op in ("Sigmoid", "Tanh", "HardSwish"):
+            for trial in range(3):
+                xs = float(F(10 ** rng.uniform(-2.5, -0.5)))
+                xz = int(rng.integers(int(info.min), int(info.max) + 1))
+                ys = {"Sigmoid": 1 / 256, "Tanh": 1 / 128}.get(op, float(F(xs * rng.uniform(0.5, 1.0))))
+                yz = {"Sigmoid": int(info.min), "Tanh": (int(info.min) + int(info.max) + 1) // 2}.get(
+                    op, int(info.min) + int(rng.integers(0, 60)))
+                i1, n1 = _qdq_in("x", xs, xz, act)
+                n1.append(helper.make_node(op, ["x_d"], ["f"]))
+                io, no = _qdq_out("f", "y", ys, yz, act)
+                m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                           [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+                jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_quantize_linear_from_float_v68(tmp_path, dtype):
     """QuantizeLinear of a graph input: htp.quantize_float on v68 as on v73 (float16 boundaries, ties)."""
@@ -313,6 +337,13 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _conv_model((1, 4, 6, 6), w, np.array([0.01, 0.01, 0.01, 1e-5], F), np.arange(4, dtype=np.int32), 0.02,
                     128, 0.01, 128, "uint8", group=4, pads=[1, 1, 1, 1], strides=[2, 2])
     assert "not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a HardSwish table entry on an exact tie (power-of-two scales): the HTP's tie rounding is unknown
+    i1, n1 = _qdq_in("x", 0.125, 128, "uint8")
+    n1.append(helper.make_node("HardSwish", ["x_d"], ["h"]))
+    io, no = _qdq_out("h", "y", 0.0625, 5, "uint8")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     n1.append(helper.make_node("AveragePool", ["x_d"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     io, no = _qdq_out("p", "y", 0.02, 128, "uint8")

@@ -1,0 +1,57 @@
+"""HTP Sigmoid, Tanh and HardSwish on 8-bit activations (v68 and v73 alike): a 256-entry table of the
+float64 function of the dequantized code, rounded to the nearest output code.
+
+    y[q] = clamp(round(f((q - zp_x) * s_x) / s_y) + zp_y)
+
+Evidence: every input code at 12 random scale sets per op and arch gives 0 differences from this
+(float32 evaluation followed by the HTP's float16 QuantizeLinear differs on 38-80 of 3,072).  Exact
+ties are *not* characterised: on power-of-two scale ratios HardSwish entries that are exactly n + 1/2
+go up, down or away from zero by no float32 or float16 evaluation order tried; a node whose table has
+an entry within 1e-9 of a tie is refused."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from ..tflite.common import qparams, qrange, where
+from .common import ARCHS, htp_kernel, require_8bit
+
+_FUNCS = {
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Tanh": np.tanh,
+    "HardSwish": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+}
+
+
+@dataclass(frozen=True)
+class HtpLutPlan:
+    table: np.ndarray  # output code per input code - lo
+    lo: int
+    dtype: str
+
+
+def _prepare(node, ctx) -> HtpLutPlan:
+    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
+    (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
+    lo, hi = qrange(ctx.outputs[0].dtype)
+    codes = np.arange(lo, hi + 1)
+    with np.errstate(over="ignore"):
+        t = _FUNCS[node.op]((codes - zx) * float(sx)) / float(sy)
+    if np.any(np.abs(t - np.floor(t) - 0.5) < 1e-9):
+        raise UnsupportedOpError(f"{where(node)}: a table entry lies on a rounding tie, where the HTP's rounding "
+                                 "is not characterised")
+    table = np.clip(np.floor(t + 0.5) + zy, lo, hi).astype(ctx.outputs[0].dtype)
+    return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
+
+
+def _run(p: HtpLutPlan, x):
+    return p.table[np.asarray(x).astype(np.int64) - p.lo]
+
+
+for _variant in ARCHS:
+    for _op in _FUNCS:
+        htp_kernel(_op, _variant, _prepare)(_run)
