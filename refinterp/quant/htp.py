@@ -23,7 +23,7 @@ QuantizeLinear from float32 (a graph input quantized on the HTP)::
 
 Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w) / s_y)::
 
-    k   = ceil(log2(1 / M)) - 4                 so that M * 2^k lies in (1/16, 1/8]
+    k   = ceil(log2(1 / M)) - 4                 so that M * 2^k lies in [1/16, 1/8]
     m   = M * 2^k rounded to 12 significant bits (round half up of the mantissa)
     a   = (acc + bias) >> k       (k >= 0)      arithmetic shift (floor) of the exact int32 sum
         = (acc + bias) << -k      (k < 0: M > 1/8)

@@ -13,7 +13,7 @@ uint8 rule on shifted codes gives 0 differences on int8 sweeps, the rule on int8
 v68 convolution / Gemm / MatMul (per-tensor or per-channel 8-bit weights), real multiplier
 M = f32(f32(s_x * s_w[c]) / s_y)::
 
-    k  = ceil(log2(1 / M)) - 4                  (as v73: M * 2^k in (1/16, 1/8])
+    k  = ceil(log2(1 / M)) - 4                  (as v73: M * 2^k in [1/16, 1/8])
     m  = M * 2^k rounded to 11 significant bits (half up)           (v73: 12 bits)
     Z  = floor(f32(zp_y / M) + 1/2)             the output zero point folded into the accumulator
                                                 (the quotient rounded to float32 first: ties of

@@ -1,6 +1,9 @@
-"""HTP data movement whose generic ``int`` kernel copies codes even when the input and output
-quantization differ (Slice, Gather, Split): here such a node is refused when the Session is built
-(the HTP's requantizing copy is not characterised); with equal parameters the ``int`` kernel runs."""
+"""HTP data movement (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, Split,
+DepthToSpace, SpaceToDepth, Concat, Pad): with every quantized input and output on the same
+parameters the generic ``int`` kernel copies the codes; otherwise the node is refused when the Session
+is built -- the HTP's requantizing copy is not characterised (measured for Concat: neither the Add
+nor the window-average rule per input), and the ``int`` kernels would silently copy or rescale
+another backend's way.  Float data is refused too (the HTP would run it in float16)."""
 from __future__ import annotations
 
 from refinterp.errors import UnsupportedOpError
@@ -16,11 +19,11 @@ def _prepare(node, ctx):
     if x is not None and x.dtype in ("float32", "float16"):
         raise UnsupportedOpError(f"{where(node)}: a float {node.op} is not characterised on the HTP (it would run "
                                  "in float16 there)")
-    if is_quantized(x):
-        for out in ctx.outputs:
-            if out is not None and is_quantized(out) and not same_params(x, out):
-                raise UnsupportedOpError(f"{where(node)}: input and output quantization differ; the HTP's "
-                                         "requantizing copy is not characterised")
+    data = [t for t in (ctx.inputs if node.op == "Concat" else ctx.inputs[:1]) if is_quantized(t)]
+    for t in data[1:] + [o for o in ctx.outputs if is_quantized(o)]:
+        if not same_params(data[0], t) if data else False:
+            raise UnsupportedOpError(f"{where(node)}: tensors '{data[0].name}' and '{t.name}' have different "
+                                     "quantization; the HTP's requantizing copy is not characterised")
     k = require(node.op, "int")
     return Delegate(k, k.prepare(node, ctx))
 
@@ -29,4 +32,5 @@ def _run(plan, *args):  # a Session resolves the Delegate itself; this serves di
     return plan.kernel.run(plan.plan, *args)
 
 
-kernel(("Slice", "Gather", "Split"), tuple(ARCHS), prepare=_prepare)(_run)
+kernel(("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "DepthToSpace",
+        "SpaceToDepth", "Concat", "Pad"), tuple(ARCHS), prepare=_prepare)(_run)
