@@ -293,6 +293,41 @@ def test_table_activations_every_code(tmp_path, arch):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_requantizing_data_movement(tmp_path, arch):
+    """Concat (inputs on other parameters than the output), Reshape, Transpose, MaxPool with other
+    output parameters: every code, random scale pairs."""
+    rng = np.random.default_rng(31)
+    jobs = []
+    for act in ("uint8", "int8"):
+        info = np.iinfo(act)
+        q = np.arange(int(info.min), int(info.max) + 1)
+        codes = lambda: int(rng.integers(int(info.min), int(info.max) + 1))  # noqa: E731
+        for op in ("Concat", "Reshape", "Transpose", "MaxPool"):
+            s1, s2 = (float(F(10 ** rng.uniform(-2, -1))) for _ in range(2))
+            z1, z2 = codes(), codes()
+            ys = float(F(max(s1, s2) * 10 ** rng.uniform(-0.3, 0.3)))
+            i1, n1 = _qdq_in("a", s1, z1, act)
+            ins = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 1, 1, q.size])]
+            feeds = {"a": ((q - z1) * F(s1)).astype(F).reshape(1, 1, 1, -1)}
+            if op == "Concat":
+                i2, n2 = _qdq_in("b", s2, z2, act)
+                i1, n1 = i1 + i2, n1 + n2 + [helper.make_node("Concat", ["a_d", "b_d"], ["r"], axis=3)]
+                ins.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 1, 1, q.size]))
+                feeds["b"] = ((q - z2) * F(s2)).astype(F).reshape(1, 1, 1, -1)
+            elif op == "Reshape":
+                i1 = i1 + [_init(np.array([q.size, 1]), "shp", np.int64)]
+                n1.append(helper.make_node("Reshape", ["a_d", "shp"], ["r"]))
+            elif op == "Transpose":
+                n1.append(helper.make_node("Transpose", ["a_d"], ["r"], perm=[0, 3, 2, 1]))
+            else:
+                n1.append(helper.make_node("MaxPool", ["a_d"], ["r"], kernel_shape=[1, 3]))  # padded: refused
+            io, no = _qdq_out("r", "y", ys, codes(), act)
+            m = _model(n1 + no, i1 + io, ins, [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, feeds))
+    _check_many(tmp_path, jobs, arch)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_quantize_linear_from_float_v68(tmp_path, dtype):
     """QuantizeLinear of a graph input: htp.quantize_float on v68 as on v73 (float16 boundaries, ties)."""
@@ -344,6 +379,14 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a Slice whose output is requantized: not measured
+    i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
+    i1 += [_init(np.array([0]), "st", np.int64), _init(np.array([2]), "en", np.int64), _init(np.array([3]), "ax", np.int64)]
+    n1.append(helper.make_node("Slice", ["x_d", "st", "en", "ax"], ["sl"]))
+    io, no = _qdq_out("sl", "y", 0.03, 120, "uint8")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "requantizing Slice is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     n1.append(helper.make_node("AveragePool", ["x_d"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     io, no = _qdq_out("p", "y", 0.02, 128, "uint8")
