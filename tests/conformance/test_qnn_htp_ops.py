@@ -328,6 +328,31 @@ def test_requantizing_data_movement(tmp_path, arch):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_resize_nearest_upscale(tmp_path, arch):
+    """Nearest Resize by 2 and 3 (half_pixel + round_prefer_floor, asymmetric + floor: the QNN EP refuses
+    asymmetric + round_prefer_floor), on the input's parameters and requantized."""
+    rng = np.random.default_rng(41)
+    jobs = []
+    for act in ("uint8", "int8"):
+        info = np.iinfo(act)
+        q = np.arange(int(info.min), int(info.max) + 1).reshape(1, 1, 16, 16)
+        for factor, ctm, same in ((2, "half_pixel", True), (3, "asymmetric", False), (2, "half_pixel", False)):
+            nm = "floor" if ctm == "asymmetric" else "round_prefer_floor"
+            xs, xz = float(F(10 ** rng.uniform(-2, -1))), int(rng.integers(int(info.min), int(info.max) + 1))
+            ys, yz = (xs, xz) if same else (float(F(xs * 10 ** rng.uniform(-0.3, 0.3))),
+                                            int(rng.integers(int(info.min), int(info.max) + 1)))
+            i1, n1 = _qdq_in("x", xs, xz, act)
+            i1 = i1 + [_init(np.array([1, 1, factor, factor], np.float32), "sc", np.float32)]
+            n1.append(helper.make_node("Resize", ["x_d", "", "sc"], ["r"], mode="nearest",
+                                       coordinate_transformation_mode=ctm, nearest_mode=nm))
+            io, no = _qdq_out("r", "y", ys, yz, act)
+            m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_quantize_linear_from_float_v68(tmp_path, dtype):
     """QuantizeLinear of a graph input: htp.quantize_float on v68 as on v73 (float16 boundaries, ties)."""
@@ -379,6 +404,14 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a linear Resize: not characterised
+    i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
+    i1 += [_init(np.array([1, 1, 2, 2], np.float32), "sc", np.float32)]
+    n1.append(helper.make_node("Resize", ["x_d", "", "sc"], ["rs"], mode="linear"))
+    io, no = _qdq_out("rs", "y", 0.02, 128, "uint8")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "nearest whole-number upscaling only" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     # a Slice whose output is requantized: not measured
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     i1 += [_init(np.array([0]), "st", np.int64), _init(np.array([2]), "en", np.int64), _init(np.array([3]), "ax", np.int64)]

@@ -7,6 +7,11 @@
   monotone table, so it commutes with the max).  A padded MaxPool that requantizes is refused (with
   pads the HTP differs from this on 52 of 256 codes, not characterised).
 
+* Resize, mode nearest with whole-number spatial upscale factors, half_pixel coordinates with
+  round_prefer_floor or asymmetric ones with floor (each output cell a copy of input cell
+  floor(i / factor)): the copy, requantized as data movement when the output parameters differ.  Other
+  Resize forms (linear, cubic, downscaling, fractional factors, align_corners) are refused.
+
 AveragePool with padding and ReduceMean do not follow the window-average rule (measured) and are
 not registered: a model using them is refused when the Session is built.
 """
@@ -73,7 +78,43 @@ def _maxpool(p: HtpMaxPoolPlan, x):
     return table[np.asarray(y).astype(np.int64) - lo]
 
 
+@dataclass(frozen=True)
+class HtpResizePlan:
+    resize: Any  # the ort plan: the float kernel's nearest selection run on the codes
+    table: Any  # None, or (table, lo)
+
+
+def _resize_prepare(node, ctx):
+    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    mode = str(node.attrs.get("mode") or "nearest")
+    ctm = str(node.attrs.get("coordinate_transformation_mode") or "half_pixel")
+    nm = str(node.attrs.get("nearest_mode") or "round_prefer_floor")
+    # the pairs measured (the QNN EP itself refuses asymmetric with round_prefer_floor)
+    ok = mode == "nearest" and (ctm, nm) in (("half_pixel", "round_prefer_floor"), ("asymmetric", "floor")) \
+        and x.shape is not None and out.shape is not None \
+        and len(x.shape) == len(out.shape) == 4 and all(isinstance(v, int) for v in (*x.shape, *out.shape))
+    if ok:
+        f = [o / i if i else 0 for i, o in zip(x.shape, out.shape)]
+        ok = f[0] == f[1] == 1 and all(v >= 1 and float(v).is_integer() for v in f[2:])
+    if not ok:
+        raise UnsupportedOpError(f"{where(node)}: Resize (mode {mode}, {ctm}, {nm}, {x.shape} -> {out.shape}) is "
+                                 "characterised on the HTP for nearest whole-number upscaling only")
+    table = None if qparams(x, node, "X") == qparams(out, node, "Y") else requant_table(x, out, node)
+    return HtpResizePlan(require("Resize", "ort").prepare(node, ctx), table)
+
+
+def _resize(p: HtpResizePlan, x, *rest):
+    y = ort_pool.ort_resize(p.resize, x, *rest)
+    if p.table is None:
+        return y
+    table, lo = p.table
+    return table[np.asarray(y).astype(np.int64) - lo]
+
+
 for _variant in ARCHS:
+    htp_kernel("Resize", _variant, _resize_prepare)(_resize)
+
     @htp_kernel("GlobalAveragePool", _variant, _gap_prepare)
     def htp_global_average_pool(p: HtpGapPlan, x):
         x = np.asarray(x)
