@@ -62,6 +62,16 @@ def _stress_values(rng, scale: float, info, zp: int, n: int) -> np.ndarray:
     return x.astype(np.float32)
 
 
+def quantize_model(scale: float, zp: int, dtype: str, n: int):
+    """x (float, [1, n]) -> QuantizeLinear (output ``q``) -> DequantizeLinear (``y``)."""
+    return _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                   helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                  [_init(scale, "s", np.float32), _init(zp, "z", dtype)],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                   helper.make_tensor_value_info("q", TP[dtype], None)])
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_quantize_linear_from_float(tmp_path, dtype):
     rng = np.random.default_rng({"uint8": 1, "int8": 2, "uint16": 3, "int16": 4}[dtype])
@@ -70,13 +80,7 @@ def test_quantize_linear_from_float(tmp_path, dtype):
         scale = float(np.float32(10 ** rng.uniform(-4, -0.5)))
         zp = 0 if dtype == "int16" else int(rng.integers(int(info.min), int(info.max) + 1))
         x = _stress_values(rng, scale, info, zp, 3000)
-        m = _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
-                    helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
-                   [_init(scale, "s", np.float32), _init(zp, "z", dtype)],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, x.size])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-                    helper.make_tensor_value_info("q", TP[dtype], None)])
-        (q,) = run_htp(tmp_path, m, {"x": x[None]}, ["q"])
+        (q,) = run_htp(tmp_path, quantize_model(scale, zp, dtype, x.size), {"x": x[None]}, ["q"])
         ours = htp.quantize_float(x, scale, zp, int(info.min), int(info.max))
         bad = np.flatnonzero(ours != q[0].astype(np.int64))
         assert bad.size == 0, (f"{dtype} scale {scale} zp {zp}: {bad.size} of {x.size} differ, e.g. x={x[bad[:3]]} "

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 import refinterp
 from refinterp.errors import UnsupportedOpError
 
-from tests.conformance.test_qnn_htp_numerics import TP, _init, _model
+from tests.conformance.test_qnn_htp_numerics import _init, _model
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -356,20 +356,14 @@ def test_resize_nearest_upscale(tmp_path, arch):
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_quantize_linear_from_float_v68(tmp_path, dtype):
     """QuantizeLinear of a graph input: htp.quantize_float on v68 as on v73 (float16 boundaries, ties)."""
-    from tests.conformance.test_qnn_htp_numerics import _stress_values
+    from tests.conformance.test_qnn_htp_numerics import _stress_values, quantize_model
 
     rng = np.random.default_rng({"uint8": 1, "int8": 2, "uint16": 3, "int16": 4}[dtype])
     info = np.iinfo(dtype)
     scale = float(F(10 ** rng.uniform(-4, -0.5)))
     zp = 0 if dtype == "int16" else int(rng.integers(int(info.min), int(info.max) + 1))
     x = _stress_values(rng, scale, info, zp, 3000)
-    m = _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
-                helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
-               [_init(scale, "s", np.float32), _init(zp, "z", dtype)],
-               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, x.size])],
-               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-                helper.make_tensor_value_info("q", TP[dtype], None)])
-    _check(tmp_path, m, {"x": x[None]}, "68")
+    _check(tmp_path, quantize_model(scale, zp, dtype, x.size), {"x": x[None]}, "68")
 
 
 # -- what the schemes refuse, at Session build, in one line naming the node ------------------------------

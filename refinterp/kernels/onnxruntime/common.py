@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from refinterp.errors import UnsupportedOpError
 from ..registry import Delegate, get, kernel, module_settings, require
 
 
@@ -24,9 +25,12 @@ def is_quantized(t) -> bool:
     return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
 
 
-def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = ()):
+def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = (),
+               float_refusal: str | None = None):
     """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "int")`` when
-    registered, else ``(op, "float")`` (the one fallback).  ``impls``: as ``registry.kernel``."""
+    registered, else ``(op, "float")`` (the one fallback).  ``impls``: as ``registry.kernel``.
+    ``float_refusal``: a backend without a characterised float form refuses a node whose data is
+    neither quantized nor integer, with this reason (UnsupportedOpError naming the node)."""
     def deco(run):
         def prep(node, ctx):
             first_in = ctx.inputs[0] if ctx.inputs else None
@@ -35,6 +39,9 @@ def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str,
                 return prepare(node, ctx)
             # non-quantized integer data (shapes, indices): the generic ``int`` kernel when there is one
             integer = first_in is not None and first_in.dtype and np.dtype(first_in.dtype).kind in "iub"
+            if float_refusal is not None and not integer:
+                raise UnsupportedOpError(f"node '{node.name}' ({node.source_op or node.op}): a float {op} "
+                                         f"{float_refusal}")
             fk = get(op, "int") if integer else None
             fk = fk or require(op, "float")
             return Delegate(fk, fk.prepare(node, ctx))

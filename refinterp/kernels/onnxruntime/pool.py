@@ -75,27 +75,32 @@ def ort_max_pool(p, x):
     return y.astype(p.dtype)
 
 
-def _gap_prepare(node, ctx):
+def gap_prepare(node, ctx) -> AvgPoolPlan:
     xs, zx = qparams(ctx.inputs[0], node, "X")
     ys, zy = qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
     return AvgPoolPlan(xs, zx, ys, zy, lo, hi, ctx.outputs[0].dtype, node.attrs.get("layout") or "NCHW")
 
 
-def _gap(p, x: np.ndarray) -> np.ndarray:
+def gap_window_sum(p, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(exact sum of x - zx over the spatial axes, kept as size-1 axes; the cell count n)."""
     axes = tuple(range(1, x.ndim - 1)) if p.layout == "NHWC" else tuple(range(2, x.ndim))
     n = int(np.prod([x.shape[a] for a in axes]))
-    acc = np.asarray(x).astype(np.int64).sum(axis=axes, keepdims=True) - p.zx * n
+    return np.asarray(x).astype(np.int64).sum(axis=axes, keepdims=True) - p.zx * n, n
+
+
+def _gap(p, x: np.ndarray) -> np.ndarray:
+    acc, n = gap_window_sum(p, x)
     return mlas.gap_mlas(acc, n, p.xs, p.ys, p.zy, p.lo, p.hi).astype(p.dtype)
 
 
-@ort_kernel("GlobalAveragePool", "ort", _gap_prepare)
+@ort_kernel("GlobalAveragePool", "ort", gap_prepare)
 def ort_global_average_pool(p, x):
     return _gap(p, np.asarray(x))
 
 
 def _avg_prepare(node, ctx):
-    p = _gap_prepare(node, ctx)
+    p = gap_prepare(node, ctx)
     if node.attrs.get("int8_as_uint8") and p.dtype == "int8":  # see passes/qdq.py fuse_qdq_x86
         p = replace(p, zy=p.zy + 128, lo=0, hi=255, shift=128)
     return replace(p, fplan=float_pool.prepare_node(node, ctx))

@@ -18,6 +18,7 @@ outputs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,22 +123,14 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     return np.clip(y, g.lo, g.hi).astype(g.dtype)
 
 
-def _register(kind: str) -> None:
-    for variant in ARCHS:
-        def prep(node, ctx, _kind=kind, _variant=variant):
-            return _prepare(node, ctx, _kind, _variant)
-
-        if kind in ("Conv", "DepthwiseConv"):
-            def run(p, x, w, b=None):
-                return _epilogue(p, ort_gemm.conv_acc(p.gemm, x, w))
-        elif kind == "MatMul":
-            def run(p, a, b):
-                return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
-        else:
-            def run(p, a, b, c=None):
-                return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
-        htp_kernel(kind, variant, prep)(run)
+def _conv(p: HtpGemmPlan, x, w, b=None):
+    return _epilogue(p, ort_gemm.conv_acc(p.gemm, x, w))
 
 
-for _kind in ("Conv", "DepthwiseConv", "MatMul", "Gemm"):
-    _register(_kind)
+def _matmul(p: HtpGemmPlan, a, b, c=None):  # Gemm: C is the bias, already on the plan
+    return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
+
+
+for _kind, _run in (("Conv", _conv), ("DepthwiseConv", _conv), ("MatMul", _matmul), ("Gemm", _matmul)):
+    for _variant in ARCHS:
+        htp_kernel(_kind, _variant, functools.partial(_prepare, kind=_kind, variant=_variant))(_run)

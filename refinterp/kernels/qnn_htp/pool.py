@@ -20,40 +20,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp_ops
 from ..onnxruntime import pool as ort_pool
 from ..registry import require
-from ..tflite.common import qparams, qrange, where
+from ..tflite.common import qparams, where
 from .common import ARCHS, htp_kernel, require_8bit
-from .shape import requant_table
+from .shape import apply_table, requant_table
 
 
-@dataclass(frozen=True)
-class HtpGapPlan:
-    xs: float
-    zx: int
-    ys: float
-    zy: int
-    lo: int
-    hi: int
-    dtype: str
-    layout: str
-
-
-def _gap_prepare(node, ctx) -> HtpGapPlan:
+def _gap_prepare(node, ctx) -> ort_pool.AvgPoolPlan:
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
-    xs, zx = qparams(ctx.inputs[0], node, "X")
-    ys, zy = qparams(ctx.outputs[0], node, "Y")
-    lo, hi = qrange(ctx.outputs[0].dtype)
-    return HtpGapPlan(float(xs), zx, float(ys), zy, lo, hi, ctx.outputs[0].dtype, node.attrs.get("layout") or "NCHW")
+    return ort_pool.gap_prepare(node, ctx)
 
 
 @dataclass(frozen=True)
-class HtpMaxPoolPlan:
-    pool: Any  # the ort MaxPool plan (max of stored codes)
+class CodesThenTablePlan:
+    inner: Any  # the ort plan that moves the stored codes (MaxPool's max, Resize's nearest selection)
     table: Any  # None, or (table, lo): the requantizing copy onto the output's parameters
 
 
@@ -67,21 +50,11 @@ def _maxpool_prepare(node, ctx):
             raise UnsupportedOpError(f"{where(node)}: a padded MaxPool that requantizes is not characterised on "
                                      "the HTP")
         table = requant_table(ctx.inputs[0], ctx.outputs[0], node)
-    return HtpMaxPoolPlan(require("MaxPool", "ort").prepare(node, ctx), table)
+    return CodesThenTablePlan(require("MaxPool", "ort").prepare(node, ctx), table)
 
 
-def _maxpool(p: HtpMaxPoolPlan, x):
-    y = ort_pool.ort_max_pool(p.pool, x)
-    if p.table is None:
-        return y
-    table, lo = p.table
-    return table[np.asarray(y).astype(np.int64) - lo]
-
-
-@dataclass(frozen=True)
-class HtpResizePlan:
-    resize: Any  # the ort plan: the float kernel's nearest selection run on the codes
-    table: Any  # None, or (table, lo)
+def _maxpool(p: CodesThenTablePlan, x):
+    return apply_table(p.table, ort_pool.ort_max_pool(p.inner, x))
 
 
 def _resize_prepare(node, ctx):
@@ -101,30 +74,23 @@ def _resize_prepare(node, ctx):
         raise UnsupportedOpError(f"{where(node)}: Resize (mode {mode}, {ctm}, {nm}, {x.shape} -> {out.shape}) is "
                                  "characterised on the HTP for nearest whole-number upscaling only")
     table = None if qparams(x, node, "X") == qparams(out, node, "Y") else requant_table(x, out, node)
-    return HtpResizePlan(require("Resize", "ort").prepare(node, ctx), table)
+    return CodesThenTablePlan(require("Resize", "ort").prepare(node, ctx), table)
 
 
-def _resize(p: HtpResizePlan, x, *rest):
-    y = ort_pool.ort_resize(p.resize, x, *rest)
-    if p.table is None:
-        return y
-    table, lo = p.table
-    return table[np.asarray(y).astype(np.int64) - lo]
+def _resize(p: CodesThenTablePlan, x, *rest):
+    return apply_table(p.table, ort_pool.ort_resize(p.inner, x, *rest))
 
 
 for _variant in ARCHS:
     htp_kernel("Resize", _variant, _resize_prepare)(_resize)
 
     @htp_kernel("GlobalAveragePool", _variant, _gap_prepare)
-    def htp_global_average_pool(p: HtpGapPlan, x):
-        x = np.asarray(x)
-        axes = tuple(range(1, x.ndim - 1)) if p.layout == "NHWC" else tuple(range(2, x.ndim))
-        n = int(np.prod([x.shape[a] for a in axes]))
-        try:
-            params = htp_ops.average_params(p.xs / (p.ys * n))
+    def htp_global_average_pool(p: ort_pool.AvgPoolPlan, x):
+        s, n = ort_pool.gap_window_sum(p, x)
+        try:  # A = s_x / (s_y * n) in float64 of the float32 scales
+            params = htp_ops.average_params(float(p.xs) / (float(p.ys) * n))
         except ValueError as e:
             raise UnsupportedOpError(f"GlobalAveragePool: {e}") from None
-        s = x.astype(np.int64).sum(axis=axes, keepdims=True) - p.zx * n
         return htp_ops.average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
 
     htp_kernel("MaxPool", _variant, _maxpool_prepare)(_maxpool)

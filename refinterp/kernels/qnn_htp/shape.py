@@ -11,6 +11,7 @@ nodes are refused when the parameters differ.  Float data is refused (the HTP wo
 float16)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,14 @@ def requant_table(t_in, t_out, node) -> tuple[np.ndarray, int]:
     return htp.quantize_float(x, float(so), zo, lo, hi).astype(t_out.dtype), lo
 
 
+def apply_table(tab, codes):
+    """Codes through a ``requant_table`` result (None: unchanged)."""
+    if tab is None:
+        return codes
+    table, lo = tab
+    return table[np.asarray(codes).astype(np.int64) - lo]
+
+
 def _prepare(node, ctx) -> HtpMovePlan:
     x = ctx.inputs[0] if ctx.inputs else None
     if x is not None and x.dtype in ("float32", "float16"):
@@ -71,8 +80,6 @@ def _prepare(node, ctx) -> HtpMovePlan:
 
 def _inputs_on_output_params(ctx):
     """The int kernel sees inputs already on the output's parameters (its own checks then pass)."""
-    import dataclasses
-
     out = ctx.outputs[0]
     ins = [dataclasses.replace(t, quant=out.quant) if (t is not None and is_quantized(t)) else t
            for t in ctx.inputs]
@@ -80,13 +87,8 @@ def _inputs_on_output_params(ctx):
 
 
 def _run(p: HtpMovePlan, *args):
-    if any(p.tables):
-        args = list(args)
-        for i, tab in enumerate(p.tables):
-            if tab is not None:
-                table, lo = tab
-                args[i] = table[np.asarray(args[i]).astype(np.int64) - lo]
-    return p.kernel.run(p.plan, *args)
+    moved = [apply_table(tab, a) for tab, a in zip(p.tables, args)]
+    return p.kernel.run(p.plan, *moved, *args[len(moved):])
 
 
 kernel(REQUANTIZING + COPY_ONLY, tuple(ARCHS), prepare=_prepare)(_run)
