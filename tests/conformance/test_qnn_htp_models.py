@@ -78,7 +78,9 @@ def _htp_outputs(model: Path, feeds: Path, arch: str, d: Path) -> dict[str, np.n
 
 # v73 refuses per-channel weights with a bias (its per-channel bias is not characterised), tested below
 CASES = [("68", "uint8", True), ("68", "uint8", False), ("68", "int8", True), ("68", "int8", False),
-         ("73", "uint8", False), ("73", "int8", False)]
+         ("73", "uint8", False), ("73", "int8", False),
+         *[("69", act, pc) for act in ("uint8", "int8") for pc in (True, False)],  # v68's alias
+         *[(a, act, False) for a in ("75", "79", "81") for act in ("uint8", "int8")]]  # v73's aliases
 
 
 def _compare_model(model: Path, feeds: Path, arch: str, d: Path) -> tuple[int, int]:

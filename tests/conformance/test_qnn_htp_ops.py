@@ -25,7 +25,12 @@ except ImportError:  # the wheel exists for linux x86-64 only
     pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
 
 F = np.float32
-ARCHS = ["68", "73"]
+# htp_arch 69 and 75 / 79 / 81: the qnn-htp-v69 scheme extends qnn-htp-v68, v75 / v79 / v81 extend
+# qnn-htp-v73, all unchanged; every case of the scheme they extend runs at their arch too, which is
+# what makes them verified aliases
+V68_LIKE = ["68", "69"]
+V73_LIKE = ["73", "75", "79", "81"]
+ARCHS = V68_LIKE + V73_LIKE
 ORACLE = Path(__file__).with_name("_qnn_oracle.py")
 
 
@@ -134,7 +139,7 @@ def test_conv_every_accumulator(tmp_path, arch, act):
     ws = (Ms * ys / xs).astype(F)
     w = np.tile(np.array([1, 127], np.int8).reshape(1, 2, 1, 1), (Ms.size, 1, 1, 1))
     rng = np.random.default_rng(7 + (act == "int8"))
-    bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32) if arch == "68" else None
+    bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32) if arch in V68_LIKE else None
     x = ((q - xz) * F(xs)).astype(F)[None, :, None, :]
     jobs = [(_conv_model((1, 2, 1, q.shape[1]), w, ws, bias, xs, xz, ys, yz, act), {"x": x})
             for yz in (int(info.min) + 3, int(rng.integers(int(info.min), int(info.max) + 1)))]
@@ -150,7 +155,7 @@ CONV_LAYERS = [  # (kind, stride, per-channel, bias)
 # v73 re-derives a per-channel bias in a way not characterised: those layers are refused there
 # (test_v73_refuses_per_channel_bias); the stride-2 depthwise kernel adds the bias codes as they are
 CONV_CASES = [(arch,) + c for arch in ARCHS for c in CONV_LAYERS
-              if not (arch == "73" and c[2] and c[3] and (c[0], c[1]) != ("dw", 2))]
+              if not (arch in V73_LIKE and c[2] and c[3] and (c[0], c[1]) != ("dw", 2))]
 
 
 @pytest.mark.parametrize("act", ["uint8", "int8"])
@@ -179,8 +184,8 @@ def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
     _check_many(tmp_path, jobs, arch)
 
 
-@pytest.mark.parametrize("arch,op,pc", [("68", "Gemm", False), ("68", "Gemm", True), ("68", "MatMul", False),
-                                        ("68", "MatMul", True), ("73", "Gemm", False), ("73", "MatMul", False)])
+@pytest.mark.parametrize("arch,op,pc", [(a, op, pc) for a in V68_LIKE for op in ("Gemm", "MatMul") for pc in (False, True)]
+                         + [(a, op, False) for a in V73_LIKE for op in ("Gemm", "MatMul")])
 def test_gemm_matmul(tmp_path, arch, op, pc):
     """(v73 refuses per-channel Gemm / MatMul weights: not characterised.)"""
     rng = np.random.default_rng(zlib.crc32(repr((op, pc)).encode()))
