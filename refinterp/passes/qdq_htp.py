@@ -2,11 +2,11 @@
 
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
-SpaceToDepth, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
+SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
 so are Tanh and HardSwish (fused here too; ORT's own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
-HTP kernels then copy codes when input and output parameters are equal and refuse the node
-otherwise (how the HTP requantizes in a copy is not characterised).  Only the data input is
+HTP kernels then copy codes when input and output parameters are equal, requantize where the
+HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is
 dequantized; shape / index inputs stay as they are.  8-bit units only, as ``fuse_qdq``.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..ir import Graph
 from .qdq import _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
-        "DepthToSpace", "SpaceToDepth", "Resize")
+        "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
 # one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
 UNARY = ("Tanh", "HardSwish")
 

@@ -300,8 +300,9 @@ def test_table_activations_every_code(tmp_path, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_requantizing_data_movement(tmp_path, arch):
-    """Concat (inputs on other parameters than the output), Reshape, Transpose, MaxPool with other
-    output parameters: every code, random scale pairs."""
+    """Concat (inputs on other parameters than the output), Reshape, Transpose, MaxPool, DepthToSpace
+    and edge / reflect Pad with other output parameters: every code, random scale pairs; a constant
+    Pad pads with the zero point."""
     rng = np.random.default_rng(31)
     jobs = []
     for act in ("uint8", "int8"):
@@ -330,6 +331,24 @@ def test_requantizing_data_movement(tmp_path, arch):
             io, no = _qdq_out("r", "y", ys, codes(), act)
             m = _model(n1 + no, i1 + io, ins, [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
             jobs.append((m, feeds))
+        # DepthToSpace and edge / reflect Pad onto other parameters; a constant Pad (value 0) on equal ones
+        for op, attrs, same in (("DepthToSpace", {"blocksize": 2, "mode": "DCR"}, False),
+                                ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}, False),
+                                ("Pad", {"mode": "edge"}, False), ("Pad", {"mode": "reflect"}, False),
+                                ("Pad", {"mode": "constant"}, True)):
+            s1 = float(F(10 ** rng.uniform(-2, -1)))
+            z1 = codes()
+            ys, yz = (s1, z1) if same else (float(F(s1 * 10 ** rng.uniform(-0.3, 0.3))), codes())
+            i1, n1 = _qdq_in("a", s1, z1, act)
+            args = ["a_d"]
+            if op == "Pad":
+                i1.append(_init([0, 0, 1, 2, 0, 0, 2, 1], "pd", np.int64))
+                args.append("pd")
+            n1.append(helper.make_node(op, args, ["r"], **attrs))
+            io, no = _qdq_out("r", "y", ys, yz, act)
+            m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8, 8])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"a": ((q - z1) * F(s1)).astype(F).reshape(1, 4, 8, 8)}))
     _check_many(tmp_path, jobs, arch)
 
 
@@ -419,6 +438,19 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "requantizing Slice is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a constant Pad onto other parameters (measured to differ from the copy rule), or with a value != 0
+    for value, ys in ((None, 0.03), (0.5, 0.02)):
+        i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
+        i1.append(_init(np.array([0, 0, 1, 1, 0, 0, 1, 1]), "pd", np.int64))
+        args = ["x_d", "pd"]
+        if value is not None:
+            i1.append(_init(np.float32(value), "cv", np.float32))
+            args.append("cv")
+        n1.append(helper.make_node("Pad", args, ["pp"], mode="constant"))
+        io, no = _qdq_out("pp", "y", ys, 128, "uint8")
+        m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        assert ("requantizing Pad" if value is None else "constant 0") in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     n1.append(helper.make_node("AveragePool", ["x_d"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     io, no = _qdq_out("p", "y", 0.02, 128, "uint8")
