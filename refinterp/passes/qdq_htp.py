@@ -3,7 +3,7 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh and HardSwish (fused here too; ORT's own QDQ fusion leaves them in float).
+so are Tanh, HardSwish and Sub (fused here too; ORT's own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
 HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is
@@ -18,9 +18,23 @@ MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "S
         "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
 # one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
 UNARY = ("Tanh", "HardSwish")
+# two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py)
+BINARY = ("Sub",)
 
 
 class _HtpFuser(_Fuser):
+    def fuse_binary(self, n) -> None:
+        if n.op not in BINARY or len(n.inputs) != 2 or len(n.outputs) != 1 or id(n) in self.replaced:
+            return
+        hit = self.q_after(n.outputs[0])
+        parts = [self.dq(i) for i in n.inputs]
+        if hit is None or any(p is None for p in parts):
+            return
+        q, qqp = hit
+        if {self.effective_type(p[1]) for p in parts} != {self.effective_type(q.outputs[0])}:
+            return
+        self._replace(n, [p[1] for p in parts], [p[2] for p in parts], q, qqp, [p[0] for p in parts], {})
+
     def fuse_move(self, n) -> None:
         if n.op not in MOVE + UNARY or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
             return
@@ -42,4 +56,5 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
     for n in list(f.nodes):
         f.fuse_node(n)
         f.fuse_move(n)
+        f.fuse_binary(n)
     return graph.replace(nodes=f.result(), tensors=f.tensors)

@@ -1,5 +1,5 @@
 """Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68
-convolution requantization, element-wise Add and the window average (GlobalAveragePool), as measured
+convolution requantization, element-wise Add / Sub and the window average (GlobalAveragePool), as measured
 against Qualcomm's host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).
 tests/conformance/test_qnn_htp_ops.py re-measures every rule here against the emulator.
 
@@ -63,6 +63,21 @@ Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
     Evidence: every pair of codes (65,536 per scale set) at 60 random scale / zero-point sets
     (M_j 0.005 .. 1.5): 0 differences; a common exponent, per-input exponents, 10..16-bit multipliers
     and an exact offset were each refuted on the same data; the offset K is always a multiple of 256.
+    One code differs on an exact real-number tie with decimal scales (s 0.01 / 0.012 -> 0.14, zero
+    points 3 / 5 -> 255: the pair (2, 0) is 254.5 exactly; the HTP gives 255, this rule 254): not
+    characterised, left as is (a sweep of 136 more sets with p 16..18 and zp_y 200..255: 0 differences).
+
+Sub (v68 and v73 identical), M_i = f32(s_i / s_y)::
+
+    p  = min(15, 14 - e)                        e: the binary exponent of max(M_1, M_2)
+    i_j = floor(M_j * 2^p + 1/2)
+    K  = 256 * ceil((zp_y * 2^p + 2^(p-1) - zp_1 * i_1 + zp_2 * i_2) / 256 - 1/2)   ties down
+    y  = clamp((q_1 * i_1 - q_2 * i_2 + K) >> p)
+
+    Evidence: every pair of codes at 64 scale / zero-point sets (M_j 0.008 .. 5.4, p 11..15), v68 and
+    v73 alike: 0 differences where K < 2^23; the common exponent of Add (M_1 + M_2) fails on 3 sets,
+    p = 16 on 2, an offset rounded half up on 2 (both ties).  Where K >= 2^23 (zp_y near 255 with
+    p = 15) every output is 0 (the offset wraps, 2 of 2 sets): refused.
 
 Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) for n cells::
 
@@ -150,6 +165,20 @@ def add_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, in
     i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
     k = zy * 2 ** p + 2 ** (p - 1) - z1 * i1 - z2 * i2
     return p, i1, i2, 256 * math.floor(k / 256 + 0.5)
+
+
+def sub_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:
+    """(p, i1, i2, K) of the HTP's Sub (y = x1 - x2) for m_j = s_j / s_y and uint8 zero points."""
+    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
+        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
+    p = min(15, 14 - math.frexp(max(m1, m2))[1])
+    if p < 11:
+        raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
+    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    k = 256 * math.ceil((zy * 2 ** p + 2 ** (p - 1) - z1 * i1 + z2 * i2) / 256 - 0.5)
+    if not -2 ** 23 <= k < 2 ** 23:
+        raise ValueError(f"the offset {k} does not fit 24 bits (the HTP's result is then not characterised)")
+    return p, i1, i2, k
 
 
 def add_u8(q1: np.ndarray, q2: np.ndarray, params: tuple[int, int, int, int]) -> np.ndarray:

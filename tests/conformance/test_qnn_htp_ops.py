@@ -224,11 +224,23 @@ def test_gemm_matmul(tmp_path, arch, op, pc):
 
 # -- Add: every pair of codes, four output scales per model --------------------------------------------
 
+def _sub_in_range(s1, s2, s3, z1, z2, z3, act) -> bool:
+    """Sub's offset must fit 24 bits (quant/htp_ops.py sub_params: refused otherwise)."""
+    from refinterp.quant import htp_ops
+    sh = 128 if act == "int8" else 0
+    try:
+        htp_ops.sub_params(float(F(F(s1) / F(s3))), float(F(F(s2) / F(s3))), z1 + sh, z2 + sh, z3 + sh)
+        return True
+    except ValueError:
+        return False
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("act", ["uint8", "int8"])
-def test_add_every_pair(tmp_path, arch, act):
+@pytest.mark.parametrize("op", ["Add", "Sub"])
+def test_add_sub_every_pair(tmp_path, arch, act, op):
     info = np.iinfo(act)
-    rng = np.random.default_rng(3 + (act == "int8"))
+    rng = np.random.default_rng(3 + (act == "int8") + 10 * (op == "Sub"))
     a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
                        indexing="ij")
     jobs = []
@@ -238,10 +250,14 @@ def test_add_every_pair(tmp_path, arch, act):
         i1, n1 = _qdq_in("a", s1, z1, act)
         i2, n2 = _qdq_in("b", s2, z2, act)
         nodes, inits = n1 + n2, i1 + i2
-        for j in range(4):  # (M_1 + M_2) from about 1/4 to 8: p = 14 - e from 16 down to 10
-            s3 = float(F((s1 + s2) * 10 ** rng.uniform(-0.9, 0.6)))
-            io, no = _qdq_out(f"s{j}", f"y{j}", s3, int(rng.integers(int(info.min), int(info.max) + 1)), act)
-            nodes, inits = nodes + [helper.make_node("Add", ["a_d", "b_d"], [f"s{j}"])] + no, inits + io
+        for j in range(4):  # (M_1 + M_2) from about 1/4 to 8: Add's p = 14 - e from 16 down to 10
+            while True:
+                s3 = float(F((s1 + s2) * 10 ** rng.uniform(-0.9, 0.6)))
+                z3 = int(rng.integers(int(info.min), int(info.max) + 1))
+                if op == "Add" or _sub_in_range(s1, s2, s3, z1, z2, z3, act):
+                    break
+            io, no = _qdq_out(f"s{j}", f"y{j}", s3, z3, act)
+            nodes, inits = nodes + [helper.make_node(op, ["a_d", "b_d"], [f"s{j}"])] + no, inits + io
         shape = [1, a.size]
         m = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
                                   helper.make_tensor_value_info("b", TensorProto.FLOAT, shape)],
@@ -422,6 +438,14 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a Sub whose offset does not fit 24 bits (measured: every output 0 there)
+    i1, n1 = _qdq_in("a", 0.001, 0, "uint8")
+    i2, n2 = _qdq_in("b", 0.001, 255, "uint8")  # p = 15: K = 255 * 2^15 + 2^14 + 255 * 3277 > 2^23
+    io, no = _qdq_out("d", "y", 0.01, 255, "uint8")
+    m = _model(n1 + n2 + [helper.make_node("Sub", ["a_d", "b_d"], ["d"])] + no, i1 + i2 + io,
+               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "does not fit 24 bits" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     # a linear Resize: not characterised
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     i1 += [_init(np.array([1, 1, 2, 2], np.float32), "sc", np.float32)]

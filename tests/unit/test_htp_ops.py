@@ -63,6 +63,20 @@ def test_add_params_common_scale_and_offset_in_256ths():
     assert y[1] == 40 and 0 <= y.min() and y.max() <= 255  # both inputs at their zero points -> zp_y
 
 
+def test_sub_params_scale_of_the_larger_multiplier_offset_ties_down():
+    # measured on the emulator: m 0.3179 / 1.6338, zero points 194 / 99 -> 139: p = 14 - e(1.63) = 13
+    # (Add's e(m1 + m2) gives the same p here); the exact offset 1962624 is 7666.5 * 256: rounded down
+    p, i1, i2, k = htp_ops.sub_params(0.3179, 1.6338, 194, 99, 139)
+    assert (p, i1, i2) == (13, 2604, 13384)
+    assert 139 * 2 ** 13 + 2 ** 12 - 194 * i1 + 99 * i2 == 1962624 and k == 7666 * 256
+    # both multipliers below 1/4: p stays 15 (Add's rule would give 16)
+    assert htp_ops.sub_params(0.103, 0.228, 122, 42, 56)[0] == 15
+    with pytest.raises(ValueError, match="24 bits"):  # measured: every output 0
+        htp_ops.sub_params(0.1196, 0.1569, 45, 131, 247)
+    with pytest.raises(ValueError, match="outside the measured range"):
+        htp_ops.sub_params(0.5, 9.0, 0, 0, 0)
+
+
 def test_average_and_dw_stride2_are_15_bit():
     p, i = htp_ops.average_params(0.0386)
     assert 2 ** 14 <= i < 2 ** 15 and p == 15 - math.frexp(0.0386)[1]

@@ -1,6 +1,7 @@
-"""HTP element-wise Add on 8-bit activations (v68 and v73 compute it alike): refinterp/quant/htp_ops.py
-``add_params`` / ``add_u8`` -- two 15-bit multipliers on the scale of M_1 + M_2, an offset rounded to a
-multiple of 256, one truncating shift; int8 tensors computed as uint8 with every code moved by 128."""
+"""HTP element-wise Add and Sub on 8-bit activations (v68 and v73 compute them alike):
+refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
+of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
+truncating shift; int8 tensors computed as uint8 with every code moved by 128."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from .common import ARCHS, htp_kernel, require_8bit, shift_of
 
 @dataclass(frozen=True)
 class HtpAddPlan:
-    params: tuple[int, int, int, int]  # (p, i1, i2, K), uint8 domain
+    params: tuple[int, int, int, int]  # (p, i1, i2, K), uint8 domain; Sub: i2 negated
     shift: int
     lo: int
     hi: int
@@ -23,6 +24,14 @@ class HtpAddPlan:
 
 
 def _add_prepare(node, ctx) -> HtpAddPlan:
+    return _prepare(node, ctx, htp_ops.add_params, 1)
+
+
+def _sub_prepare(node, ctx) -> HtpAddPlan:
+    return _prepare(node, ctx, htp_ops.sub_params, -1)
+
+
+def _prepare(node, ctx, params_of, sign: int) -> HtpAddPlan:
     require_8bit(node, [ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]])
     dts = {ctx.inputs[0].dtype, ctx.inputs[1].dtype, ctx.outputs[0].dtype}
     if len(dts) != 1:
@@ -32,15 +41,18 @@ def _add_prepare(node, ctx) -> HtpAddPlan:
     f32 = np.float32
     sh = shift_of(ctx.outputs[0].dtype)
     try:
-        params = htp_ops.add_params(float(f32(sa / sc)), float(f32(sb / sc)), za + sh, zb + sh, zc + sh)
+        p, i1, i2, k = params_of(float(f32(sa / sc)), float(f32(sb / sc)), za + sh, zb + sh, zc + sh)
     except ValueError as e:
         raise UnsupportedOpError(f"{where(node)}: {e}") from None
     lo, hi = qrange(ctx.outputs[0].dtype)
-    return HtpAddPlan(params, sh, lo, hi, ctx.outputs[0].dtype)
+    return HtpAddPlan((p, i1, sign * i2, k), sh, lo, hi, ctx.outputs[0].dtype)
+
+
+def _run(p: HtpAddPlan, a, b):
+    a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
+    return np.clip(htp_ops.add_u8(a, b, p.params) - p.shift, p.lo, p.hi).astype(p.dtype)
 
 
 for _variant in ARCHS:
-    @htp_kernel("Add", _variant, _add_prepare)
-    def htp_add(p: HtpAddPlan, a, b):
-        a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
-        return np.clip(htp_ops.add_u8(a, b, p.params) - p.shift, p.lo, p.hi).astype(p.dtype)
+    htp_kernel("Add", _variant, _add_prepare)(_run)
+    htp_kernel("Sub", _variant, _sub_prepare)(_run)
