@@ -102,3 +102,72 @@ def test_float_matmul_runtime_b_bit_exact(tmp_path, case):
     assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
         f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
     print(f"\n{case}: bit-exact; the generic float order differs on {np.mean(_bits(generic) != _bits(want)):.1%}")
+
+
+def _avx512f() -> bool:
+    try:
+        return " avx512f" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+NCHWC = {  # (input shape, pools before the Resize, scales or sizes, coordinate_transformation_mode)
+    "maxpool-x2-half-pixel": ((1, 16, 10, 12), "max", [1, 1, 2, 2], "half_pixel"),
+    "maxpool-x3x2-align-corners": ((1, 32, 8, 6), "max", [1, 1, 3, 2], "align_corners"),
+    "avgpool-relu-x4x1-asymmetric": ((1, 16, 12, 10), "avg-relu", [1, 1, 4, 1], "asymmetric"),
+    "concat-sizes-half-pixel": ((1, 16, 6, 8), "concat", [1, 32, 18, 8], "half_pixel"),
+    "maxpool-x2-opset13-default-ctm": ((2, 16, 6, 6), "max", [1, 1, 2, 2], None),
+    "not-converted-12-channels": ((1, 12, 8, 8), "max", [1, 1, 2, 2], "half_pixel"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NCHWC))
+def test_float_resize_after_nchwc_pools_bit_exact(tmp_path, case):
+    """At ORT_ENABLE_ALL the NchwcTransformer moves pools with a channel count divisible by MLAS's
+    NCHWc block (16 floats with AVX-512F) to NCHWc and the bilinear Resize after them becomes
+    com.microsoft.nchwc.Upsample, which rounds differently from the ordinary kernel: under
+    ``onnxruntime-cpu`` (pass ort_nchwc16) every output equals ORT_ENABLE_ALL bit for bit."""
+    if not _avx512f():
+        pytest.skip("the onnxruntime-cpu scheme models an AVX-512 CPU (NCHWc block 16); this CPU has no AVX-512F")
+    shape, pools, resize, ctm = NCHWC[case]
+    mp = helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1])
+    nodes = [mp]
+    src = "p"
+    if pools == "avg-relu":
+        nodes = [helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["a"], ["p"])]
+    elif pools == "concat":
+        nodes += [helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  helper.make_node("Concat", ["p", "a"], ["c"], axis=1)]
+        src = "c"
+    sizes = pools == "concat"
+    inits = [numpy_helper.from_array(np.array([] if sizes else resize, np.float32), "scales")]
+    ins = [src, "", "scales"]
+    if sizes:
+        inits.append(numpy_helper.from_array(np.array(resize, np.int64), "sizes"))
+        ins = [src, "", "", "sizes"]
+    attrs = {"mode": "linear", **({"coordinate_transformation_mode": ctm} if ctm else {})}
+    nodes.append(helper.make_node("Resize", ins, ["y"], **attrs))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(shape))],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13 if ctm is None else 21)])
+    m.ir_version = 9
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    x = np.random.default_rng(len(case)).normal(0, 3, shape).astype(np.float32)
+    want = {}
+    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+    got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
+    want_all = want["ORT_ENABLE_ALL"]
+    assert got.shape == want_all.shape and np.array_equal(_bits(got), _bits(want_all)), \
+        f"{np.mean(_bits(got) != _bits(want_all)):.2%} differ"
+    moved = np.mean(_bits(want["ORT_DISABLE_ALL"]) != _bits(want_all))
+    if case.startswith("not-converted"):
+        assert moved == 0  # 12 channels: no NCHWc, the ordinary kernel at both levels
+    else:
+        assert moved > 0, "the NCHWc kernel was expected to round some outputs differently"
+    print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on {moved:.1%}")

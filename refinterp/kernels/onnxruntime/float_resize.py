@@ -12,13 +12,26 @@ UpsampleBilinear; coordinate functions of upsamplebase.h), for mode ``linear`` o
     y = ((dx2 dy2) X11 + (dx1 dy2) X21) + (dx2 dy1) X12) + (dx1 dy1) X22   (left to right, each
         product and sum rounded)
 
+A linear Resize that ORT_ENABLE_ALL's NchwcTransformer rewrites (marked ``_ort_nchwc`` by the
+``ort_nchwc16`` / ``ort_nchwc8`` pass, refinterp/passes/ort_nchwc.py) runs MLAS's NCHWc kernel
+instead (onnxruntime/contrib_ops/cpu/nchwc_ops.cc NchwcUpsample::ComputeInterpolation and
+mlas/lib/snchwc.cpp MlasNchwcUpsampleLinear), integer scales only, float32, no fused multiply-add::
+
+    src     = o when the scale is 1;  half_pixel: max(0, (o + 0.5) / scale - 0.5);  asymmetric:
+              o / scale;  align_corners: o * (in - 1) / (out - 1)
+    i0 = trunc(src),  i1 = min(i0 + 1, in - 1),  f = src - i0,  g = 1 - f   (no clamp of src)
+    y = ((g_y g_x) X00 + (g_y f_x) X01) + ((f_y g_x) X10 + (f_y f_x) X11)
+
 Other modes, ranks, layouts, antialias, tf_crop_and_resize, half_pixel_symmetric and quantized
 nodes run the generic kernels (``float`` / ``ort``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from refinterp.passes.ort_nchwc import MARK
 from .common import is_quantized
 from ..registry import Delegate, kernel, require
 
@@ -26,10 +39,25 @@ F32 = np.float32
 _CTMS = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn")
 
 
+@dataclass(frozen=True)
+class NchwcPlan:
+    """A Resize ORT runs as com.microsoft.nchwc.Upsample (linear mode)."""
+    ctm: str
+    factors: tuple[int, int]  # integral height / width scale factors
+
+
 def _prepare(node, ctx):
     quantized = any(is_quantized(t) for t in ctx.inputs[:1]) or any(is_quantized(t) for t in ctx.outputs)
     fk = require("Resize", "ort" if quantized else "float")
     fplan = fk.prepare(node, ctx)
+    if node.attr(MARK) and not quantized and fplan.mode == "linear":
+        x = ctx.inputs[0]
+        scales, sizes = ctx.const(2), ctx.const(3)
+        if sizes is not None and np.size(sizes):
+            f = [int(s) // int(d) for s, d in zip(np.asarray(sizes).ravel(), x.shape)]
+        else:
+            f = [int(v) for v in np.asarray(scales, F32).ravel()]
+        return NchwcPlan(fplan.ctm, (f[2], f[3]))
     x = ctx.inputs[0] if ctx.inputs else None
     ok = (not quantized and x is not None and x.dtype == "float32" and fplan.mode == "linear"
           and fplan.ctm in _CTMS and not fplan.antialias and fplan.axes is None and fplan.layout == "NCHW"
@@ -83,10 +111,46 @@ def _scales(x, scales, sizes):
     return sc[-2], sc[-1], sz[-2], sz[-1]
 
 
+def _nchwc_coords(ctm: str, n_in: int, factor: int):
+    """(i0, i1, f, g) of NchwcUpsample::ComputeInterpolation + MlasNchwcExtractInterpolation."""
+    n_out = n_in * factor
+    o = np.arange(n_out, dtype=F32)
+    if factor == 1:
+        src = o
+    elif ctm == "align_corners":
+        src = ((o * F32(n_in - 1)).astype(F32) / F32(n_out - 1)).astype(F32)
+    elif ctm == "half_pixel":
+        src = np.maximum(F32(0), (((o + F32(0.5)) / F32(factor)).astype(F32) - F32(0.5)).astype(F32))
+    else:  # asymmetric
+        src = (o / F32(factor)).astype(F32)
+    i0 = src.astype(np.int64)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    f = (src - i0.astype(F32)).astype(F32)
+    return i0, i1, f, (F32(1) - f).astype(F32)
+
+
+def _nchwc_upsample(plan: NchwcPlan, x: np.ndarray) -> np.ndarray:
+    h, w = x.shape[-2:]
+    y0, y1, fy, gy = _nchwc_coords(plan.ctm, h, plan.factors[0])
+    x0, x1, fx, gx = _nchwc_coords(plan.ctm, w, plan.factors[1])
+    a = x.astype(F32, copy=False)
+    w00 = (gy[:, None] * gx[None, :]).astype(F32)
+    w01 = (gy[:, None] * fx[None, :]).astype(F32)
+    w10 = (fy[:, None] * gx[None, :]).astype(F32)
+    w11 = (fy[:, None] * fx[None, :]).astype(F32)
+    r0 = ((w00 * a[..., y0[:, None], x0[None, :]]).astype(F32)
+          + (w01 * a[..., y0[:, None], x1[None, :]]).astype(F32)).astype(F32)
+    r1 = ((w10 * a[..., y1[:, None], x0[None, :]]).astype(F32)
+          + (w11 * a[..., y1[:, None], x1[None, :]]).astype(F32)).astype(F32)
+    return (r0 + r1).astype(F32)
+
+
 @kernel("Resize", "ort_float", prepare=_prepare)
 def ort_resize(plan, x, roi=None, scales=None, sizes=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, x, roi, scales, sizes)
+    if isinstance(plan, NchwcPlan):
+        return _nchwc_upsample(plan, np.asarray(x))
     x = np.asarray(x)
     geo = _scales(x, scales, sizes) if x.ndim in (2, 4) and x.dtype == F32 else None
     if geo is None:
