@@ -243,21 +243,15 @@ _FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx")) if FIXTURES.is_dir()
 # NCHWc path of kernels/onnxruntime/float_resize.py; it used to flip 1 code of 1024 on some inputs,
 # so small_cnn runs 8 inputs below.)
 _NCHWC_RESIZE = {("small_cnn", "qdq_s16s8"), ("small_cnn", "qdq_u16u8")}
-# onnxruntime 1.32 runs these MatMuls as MatMulNBits CompInt8 (A quantized to int8 per 32-block): the
-# quantization and integer dots are reproduced, MLAS's float reduction order is not (within 8 ulp,
-# tests/conformance/test_ort_matmulnbits.py); measured: seed 2, matmul_9 1 of 128 codes
-_NBITS_ORDER_MISMATCH = {("attention", "qdq_s16s8")}
+# (onnxruntime 1.32 runs the 16-bit attention model's MatMuls as MatMulNBits CompInt8: bit-exact,
+# kernels/onnxruntime/nbits_compint8.py; it used to flip 1 code of 128.)
 
 
 @pytest.mark.parametrize("name", list(_MODELS))
 @pytest.mark.parametrize("fmt", ["qdq_s16s8", "qdq_s8s4", "qdq_u16u8"])
-def test_quantize_static_qdq_other_widths_vs_ort_default(request, quantized, name, fmt):
+def test_quantize_static_qdq_other_widths_vs_ort_default(quantized, name, fmt):
     """16-bit activations / 4-bit weights: units with a 16-bit or 4-bit tensor are not fused (ORT's
     QLinear kernels are 8-bit), so they run DQ -> float op -> Q; 8-bit units still fuse."""
-    if (name, fmt) in _NBITS_ORDER_MISMATCH:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="known: ORT 1.32 MatMulNBits CompInt8 (8-bit weights) float reduction order not "
-                     "reproduced (A's int8 quantization and the integer dots are); 1 code of 128 flips"))
     seeds = range(8) if (name, fmt) in _NCHWC_RESIZE else (0, 1, 2)  # the NCHWc flips needed some inputs
     assert _compare(quantized(name, fmt), "onnxruntime-cpu", "ort", "ALL", seeds=seeds) > 0
 

@@ -12,11 +12,9 @@ and, with B stored as uint8 codes bu (int8 weights + 128, zero point + 128),
 
     y = f32( sum_blocks f32(sa * sb) * dot(q, bu)  +  sum_blocks f32(sa * sum(q)) * f32(-sb * zpu) )
 
-(the second sum is MLAS's block-sum correction for the zero point, an SGEMM added to C).  The
-quantization of A and the integer dot products are exact and match ORT's values; the order in which
-MLAS reduces the per-lane float partial products is NOT yet reproduced, so outputs can differ from
-ORT's by a few float32 ulps (tests/conformance/test_ort_matmulnbits.py measures the bound).  This
-kernel is therefore an arithmetic model, not a bit-exact one; the scheme says so.
+(the second sum is MLAS's block-sum correction for the zero point, an SGEMM added to C), in the
+order of MLAS's AVX-512 VNNI kernel: partials of 8 products in 16 float lanes, FMA per 4-block group,
+the lanes folded as the kernel folds them (nbits_compint8.py has the exact contract).
 
 A float32 MatMul whose B is computed at run time (e.g. the output of a DequantizeLinear with ORT's
 optimizer off, or an activation) follows MLAS's unpacked SGEMM order (float_sgemm.py): with a 2-D B,
@@ -35,6 +33,7 @@ import numpy as np
 from .common import is_quantized
 from .float_conv import physical_cores
 from .float_sgemm import THREAD_COMPLEXITY, mlas_sgemm
+from .nbits_compint8 import compint8_matmul
 from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
@@ -51,7 +50,7 @@ class OrtNBitsMatMulPlan:
     k: int
 
     def describe(self) -> dict:
-        return {"executed_by": "MatMulNBits 8-bit CompInt8 model (A int8 per 32-block; float order approximate)",
+        return {"executed_by": "MatMulNBits 8-bit CompInt8 (A int8 per 32-block; MLAS AVX-512 VNNI order)",
                 "block_size": BLOCK, "K": self.k, "N": int(self.sb.size)}
 
 
@@ -142,13 +141,5 @@ def ort_nbits_matmul(plan, a, b=None):
     a = np.asarray(a, _F32)
     lead = a.shape[:-1]
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)
-    dot = np.einsum("mbk,bkn->mbn", q, plan.bu)                       # exact (|.| < 2^23)
-    cs = (sa[:, :, None] * plan.sb[None, None, :]).astype(_F32)       # f32(sa * sb)
-    asum = (sa * q.sum(axis=2).astype(_F32)).astype(_F32)             # f32(sa * sum(q))
-    acc = np.zeros((q.shape[0], plan.sb.size), np.float64)
-    cor = np.zeros_like(acc)
-    for blk in range(q.shape[1]):  # FMA chains over blocks (float64 products are exact)
-        acc = (dot[:, blk].astype(np.float64) * cs[:, blk].astype(np.float64) + acc).astype(_F32).astype(np.float64)
-        cor = (asum[:, blk, None].astype(np.float64) * plan.nzs.astype(np.float64) + cor).astype(_F32).astype(np.float64)
-    y = (cor + acc).astype(_F32)
+    y = compint8_matmul(q, plan.bu.reshape(-1, plan.sb.size), sa, plan.sb, plan.nzs)
     return y.reshape(lead + (plan.sb.size,))
