@@ -1,7 +1,8 @@
 """com.microsoft MatMulNBits nodes (weight-only 4-/8-bit, kernels/onnxruntime/matmul_nbits.py) against
 ONNX Runtime's CPU kernel: packed 4-bit and 8-bit codes, K not a multiple of the block, default /
 packed uint8 / float zero points, bias, accuracy levels 0-2 (float32 compute), within 1e-5 relative;
-accuracy level 4 (int8 compute) is refused by name."""
+accuracy level 4 (int8 compute, MLAS CompInt8) with block_size 32, bit for bit; other CompInt8 block
+sizes are refused by name."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,12 +67,41 @@ def test_matmul_nbits_matches_onnxruntime(tmp_path, case):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_accuracy_level_4_is_refused_by_name(tmp_path):
+# accuracy_level 4 (MLAS CompInt8: A quantized to int8 per 32-block), bit for bit: (bits, K, N, zero
+# points, bias, M) -- K with and without a multiple of 4 blocks and of 32, N with a remainder mod 4
+COMPINT8 = [(4, 32, 16, None, False, 1), (4, 70, 7, "u8", True, 3), (4, 200, 30, None, True, 3),
+            (4, 512, 16, "u8", False, 2), (8, 64, 16, "u8", False, 3), (8, 128, 30, None, True, 1),
+            (8, 200, 7, "u8", True, 3)]
+
+
+@pytest.mark.parametrize("case", COMPINT8, ids=lambda c: "-".join(str(v) for v in c))
+def test_accuracy_level_4_bit_exact(tmp_path, case):
+    import onnx
+
+    bits, k, n, zp, bias, m_rows = case
+    m = _model(bits, k, n, 32, zp, 4, bias)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = m_rows
+    a = np.random.default_rng(k + n).normal(0, 1, (m_rows, k)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["Y"], {"A": a})[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    got = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"A": a})["Y"]
+    bad = int(np.count_nonzero(got.view(np.uint32) != want.view(np.uint32)))
+    assert got.shape == want.shape and bad == 0, f"{bad} of {want.size} outputs differ from ORT"
+    # the same weights at accuracy_level 0 (float32 compute) give other values: the level matters
+    for at in m.graph.node[0].attribute:
+        if at.name == "accuracy_level":
+            at.i = 0
+    f32 = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["Y"], {"A": a})[0]
+    assert not np.array_equal(f32, want)
+
+
+def test_accuracy_level_4_other_block_sizes_are_refused_by_name(tmp_path):
     import onnx
 
     from refinterp.errors import UnsupportedOpError
 
     p = tmp_path / "m.onnx"
-    onnx.save(_model(4, 64, 16, 32, None, 4, False), str(p))
-    with pytest.raises(UnsupportedOpError, match="accuracy_level 4"):
+    onnx.save(_model(4, 128, 16, 64, None, 4, False), str(p))
+    with pytest.raises(UnsupportedOpError, match="accuracy_level 4.*block_size=64"):
         refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu")

@@ -1,10 +1,12 @@
-"""MLAS's 8-bit CompInt8 MatMulNBits reduction, block length 32, x86-64 AVX-512 VNNI
-(onnxruntime/core/mlas/lib/sqnbitgemm_kernel_avx512_int8_blklen32.h ``Q8Int8Gemm{R2xC4,R2C1,R1xC4,
-R1xC1}BlkLen32Avx512<vnni>``, sqnbitgemm_kernel_avx512vnni.cpp ``SQ8BitGemmKernel_BlkSum_CompInt8``).
+"""MLAS's CompInt8 MatMulNBits reduction (A quantized to int8 per block), block length 32, x86-64
+AVX-512 VNNI, for 8-bit and 4-bit weights alike (onnxruntime/core/mlas/lib/
+sqnbitgemm_kernel_avx512_int8_blklen32.h ``Q8Int8Gemm*BlkLen32Avx512<vnni>`` and
+``Q4Int8Gemm*BlkLen32Avx512<vnni>``: the 4-bit kernels unpack the nibbles to the same byte order and
+share the lane structure; sqnbitgemm_kernel_avx512vnni.cpp ``SQ{4,8}BitGemmKernel_BlkSum_CompInt8``).
 
-Numeric contract for one output y[m, n] (q: A's int8 codes, bu: B's uint8 codes, K padded with zeros
-to nb blocks of 32; s_b = f32(sa[m, b] * sb[n]); every integer partial below is exact and < 2^24, so
-its float32 conversion is exact)::
+Numeric contract for one output y[m, n] (q: A's int8 codes, bu: B's unsigned codes, K padded with
+zeros to nb blocks of 32; s_b = f32(sa[m, b] * sb[b, n]); every integer partial below is exact and
+< 2^24, so its float32 conversion is exact)::
 
     16 float32 lanes L, zero; for each group of 4 blocks (b0..b3 = 4g..4g+3), in order:
         each block's 32 products form 4 partials of 8 products, by position in the block:
@@ -15,10 +17,12 @@ its float32 conversion is exact)::
     each remaining block (nb mod 4) b:  H[i] = fma(sum of products [4i:4i+4], s_b, H[i])
     main = (((H0 + H1) + H2) + H3) + (((H4 + H5) + H6) + H7)      columns in groups of 4 (FoldAccumulators)
          = ((H0 + H4) + (H2 + H6)) + ((H1 + H5) + (H3 + H7))      the last N mod 4 columns (hsum_float_8)
+    main = f32(main + bias[n])                                    with a bias
     zero-point block sums (an SGEMM over the nb blocks, GemmFloatKernel, alpha 1, added to C):
-        c = 0; c = fma(asum[m, b], nzs[n], c) for b in order;   y = f32(main + c)
+        c = 0; c = fma(asum[m, b], nzs[b, n], c) for b in order;   y = f32(main + c)
 
-asum[m, b] = f32(sa * sum(q over the block)), nzs[n] = f32(-sb[n] * zp[n]) (uint8 zero point).  The
+asum[m, b] = f32(sa * sum(q over the block)), nzs[b, n] = f32(-sb[b, n] * zp[b, n]) (unsigned zero
+point).  The
 thread tiles (16-aligned N ranges, 128-row M ranges) and 128-column chunks start on multiples of 4
 columns, so only the last N mod 4 columns take the one-column kernels; the one- and two-row kernels
 compute alike.
@@ -38,7 +42,7 @@ _QSTART = np.array([0, 4, 16, 20], np.int64)  # Q_j sums [s, s+4) and [s+8, s+12
 
 
 @njit(cache=True)
-def _reduce(q, bu, sa, sb, asum, nzs, lanes, qstart):  # pragma: no cover - compiled
+def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover - compiled
     m_count, n_count = q.shape[0], bu.shape[1]
     nb = sa.shape[1]
     groups = nb // 4
@@ -53,7 +57,7 @@ def _reduce(q, bu, sa, sb, asum, nzs, lanes, qstart):  # pragma: no cover - comp
                 for t in range(4):
                     b = 4 * g + t
                     base = b * 32
-                    s = np.float32(sa[m, b] * sb[n])
+                    s = np.float32(sa[m, b] * sb[b, n])
                     for j in range(4):
                         p = 0
                         st = base + qstart[j]
@@ -64,7 +68,7 @@ def _reduce(q, bu, sa, sb, asum, nzs, lanes, qstart):  # pragma: no cover - comp
             for i in range(8):
                 h[i] = np.float32(lane16[i] + lane16[i + 8])
             for b in range(4 * groups, nb):
-                s = np.float32(sa[m, b] * sb[n])
+                s = np.float32(sa[m, b] * sb[b, n])
                 for i in range(8):
                     p = 0
                     st = b * 32 + 4 * i
@@ -79,18 +83,25 @@ def _reduce(q, bu, sa, sb, asum, nzs, lanes, qstart):  # pragma: no cover - comp
                 a = np.float32(np.float32(h[0] + h[4]) + np.float32(h[2] + h[6]))
                 c = np.float32(np.float32(h[1] + h[5]) + np.float32(h[3] + h[7]))
                 main = np.float32(a + c)
+            if bias.shape[0]:
+                main = np.float32(main + bias[n])
             corr = np.float32(0)
             for b in range(nb):
-                corr = _fma32(asum[m, b], nzs[n], corr)
+                corr = _fma32(asum[m, b], nzs[b, n], corr)
             out[m, n] = np.float32(main + corr)
     return out
 
 
-def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray) -> np.ndarray:
-    """y (M, N) float32 from q (M, nb, 32) int codes, bu (nb * 32, N) uint8 codes, sa (M, nb),
-    sb (N,) and nzs (N,) float32, in MLAS's order (module docstring)."""
+def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
+                    bias: np.ndarray | None = None) -> np.ndarray:
+    """y (M, N) float32 from q (M, nb, 32) int codes, bu (nb * 32, N) unsigned codes, sa (M, nb),
+    sb and nzs ((nb, N) per block, or (N,) for every block) float32 and an optional bias (N,), in
+    MLAS's order (module docstring)."""
     m_count, nb = q.shape[0], q.shape[1]
+    n_count = bu.shape[1]
     qq = np.ascontiguousarray(q.reshape(m_count, nb * _BLOCK), np.int32)
     asum = (sa * q.sum(axis=2).astype(F32)).astype(F32)  # f32(sa * sum(q)): |sum| <= 4064, exact
-    return _reduce(qq, np.ascontiguousarray(bu, np.int32), np.ascontiguousarray(sa, F32),
-                   np.ascontiguousarray(sb, F32), asum, np.ascontiguousarray(nzs, F32), _LANES, _QSTART)
+    per_block = lambda v: np.ascontiguousarray(np.broadcast_to(np.asarray(v, F32), (nb, n_count)))  # noqa: E731
+    b = np.zeros(0, F32) if bias is None else np.ascontiguousarray(np.asarray(bias, F32).reshape(n_count))
+    return _reduce(qq, np.ascontiguousarray(bu, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum,
+                   per_block(nzs), b, _LANES, _QSTART)
