@@ -28,8 +28,9 @@ QuantizeLinear at all when its output is also a graph output -- becomes
 ``MatMulNBits`` (bits 8, block 32, accuracy level 4: A quantized to int8 per block).  The node stays ``MatMul`` with the weight's stored integers
 as input 1 (its quantization set from the DQ), ``source_op`` ``"QDQ:MatMulNBits"`` and the
 attribute ``dq_weight = 1`` (kernels/onnxruntime/float_matmul.py).  Left alone (as measured on onnxruntime
-1.32.0): 4-bit per-column weights, an explicit DQ axis of -1; not modelled yet: ORT also rewrites a
-float Gemm (alpha 1, no transposes) this way.
+1.32.0): 4-bit per-column weights, an explicit DQ axis of -1.  A float Gemm with no transposes,
+alpha 1 and either no C (any beta) or a 1-D C of N values with beta 1 is rewritten the same way
+(measured): it becomes such a ``MatMul`` whose third input is C, the bias.
 """
 from __future__ import annotations
 
@@ -217,10 +218,23 @@ class _Fuser:
         if changed:
             self._index()
 
+    def _gemm_is_matmul(self, n: Node) -> bool:
+        """A Gemm ORT 1.32 rewrites like a MatMul (measured): no transposes, alpha 1, and either no C or
+        a 1-D C of N values (constant or not) with beta 1 (beta is free without C)."""
+        if int(n.attr("transA", 0)) or int(n.attr("transB", 0)) or float(n.attr("alpha", 1.0)) != 1.0:
+            return False
+        if len(n.inputs) < 3 or not n.inputs[2]:
+            return len(n.inputs) >= 2
+        c, w = self.tensors.get(n.inputs[2]), self.tensors.get(n.inputs[1])
+        return (float(n.attr("beta", 1.0)) == 1.0 and c is not None and c.shape is not None and len(c.shape) == 1
+                and w is not None and w.shape is not None and len(w.shape) == 2 and c.shape[0] == w.shape[1])
+
     def fuse_weight_dq_matmul(self, n: Node) -> None:
-        """ORT's DQ -> MatMulNBits rewrite of a float MatMul with an 8-bit constant weight (see the
-        module docstring); a no-op for anything else."""
-        if n.op != "MatMul" or len(n.inputs) != 2 or id(n) in self.replaced:
+        """ORT's DQ -> MatMulNBits rewrite of a float MatMul (or a Gemm that is one, with C as the
+        bias: ``_gemm_is_matmul``) with an 8-bit constant weight (see the module docstring); a no-op
+        for anything else."""
+        if id(n) in self.replaced or not (
+                (n.op == "MatMul" and len(n.inputs) == 2) or (n.op == "Gemm" and self._gemm_is_matmul(n))):
             return
         d = self.producer(n.inputs[1])
         if d is None or d.op != "DequantizeLinear" or int(d.attrs.get("block_size", 0) or 0):
@@ -256,7 +270,9 @@ class _Fuser:
             return
         zp = np.zeros(1, np.int64) if z is None else np.asarray(z).astype(np.int64).ravel()
         self._set_quant(d.inputs[0], QuantParams(np.asarray(s, np.float32).ravel(), zp, axis))
-        fused = dataclasses.replace(n, inputs=[n.inputs[0], d.inputs[0]], attrs={**n.attrs, "dq_weight": 1},
+        bias = [n.inputs[2]] if n.op == "Gemm" and len(n.inputs) > 2 and n.inputs[2] else []
+        attrs = {"dq_weight": 1} if n.op == "Gemm" else {**n.attrs, "dq_weight": 1}
+        fused = dataclasses.replace(n, op="MatMul", inputs=[n.inputs[0], d.inputs[0]] + bias, attrs=attrs,
                                     source_op="QDQ:MatMulNBits")
         self.replaced[id(n)] = fused
         self._cons[n.inputs[1]] = []

@@ -27,11 +27,19 @@ _NP = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8, TensorProto.INT16
 
 
 def _model(qtype=None, wtype=TensorProto.INT8, per_channel=True, zp=True, axis=None, shared=False, k=K, seed=0,
-           expose_y=None, n=N, m=M):
+           expose_y=None, n=N, m=M, gemm=None):
+    """DQ(w) -> MatMul, or with ``gemm`` (Gemm attributes plus ``bias``: None, "1d", "2d" or
+    "input") DQ(w) -> Gemm."""
     rng = np.random.default_rng(seed)
     wdt = _NP[wtype]
     ii = np.iinfo(wdt)
-    inits = [numpy_helper.from_array(rng.integers(ii.min, int(ii.max) + 1, (k, n)).astype(wdt), "w"),
+    gemm = None if gemm is None else dict(gemm)
+    bias = gemm.pop("bias", None) if gemm is not None else None
+    trans_b = bool(gemm and gemm.get("transB"))
+    if trans_b:
+        axis = 0
+    inits = [numpy_helper.from_array(rng.integers(ii.min, int(ii.max) + 1, (n, k) if trans_b else (k, n)).astype(wdt),
+                                     "w"),
              numpy_helper.from_array((rng.random(n if per_channel else ()) * 0.01 + 0.001).astype(np.float32), "ws")]
     dq_in = ["w", "ws"]
     if zp:
@@ -39,7 +47,19 @@ def _model(qtype=None, wtype=TensorProto.INT8, per_channel=True, zp=True, axis=N
         inits.append(numpy_helper.from_array(np.asarray(z).astype(wdt), "wz"))
         dq_in.append("wz")
     kw = {} if axis is None else {"axis": axis}
-    nodes = [helper.make_node("DequantizeLinear", dq_in, ["wd"], **kw), helper.make_node("MatMul", ["x", "wd"], ["y"])]
+    gin = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])]
+    if gemm is None:
+        op = helper.make_node("MatMul", ["x", "wd"], ["y"])
+    else:
+        ins = ["x", "wd"]
+        if bias in ("1d", "2d"):
+            inits.append(numpy_helper.from_array(rng.normal(0, 1, (n,) if bias == "1d" else (m, n)).astype(np.float32), "c"))
+            ins.append("c")
+        elif bias == "input":
+            gin.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [n]))
+            ins.append("c")
+        op = helper.make_node("Gemm", ins, ["y"], **gemm)
+    nodes = [helper.make_node("DequantizeLinear", dq_in, ["wd"], **kw), op]
     expose_y = qtype is None if expose_y is None else expose_y
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)] if expose_y else []
     if qtype is not None:
@@ -50,7 +70,7 @@ def _model(qtype=None, wtype=TensorProto.INT8, per_channel=True, zp=True, axis=N
     if shared:
         nodes.append(helper.make_node("DequantizeLinear", dq_in, ["wd2"], **kw))
         outs.append(helper.make_tensor_value_info("wd2", TensorProto.FLOAT, None))
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])], outs, inits)
+    g = helper.make_graph(nodes, "g", gin, outs, inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     return model
@@ -78,6 +98,11 @@ DECISIONS = {
     "q-int8-after-y-output": dict(qtype=TensorProto.INT8, expose_y=True), "per-tensor": dict(per_channel=False), "no-zero-point": dict(zp=False),
     "uint8-weight": dict(wtype=TensorProto.UINT8), "axis-1": dict(axis=1), "axis-minus-1": dict(axis=-1),
     "weight-shared": dict(shared=True),
+    # Gemm: rewritten without transposes, with alpha 1 and a 1-D C (beta 1) or no C (any beta)
+    "gemm": dict(gemm={}), "gemm-bias": dict(gemm={"bias": "1d"}), "gemm-bias-input": dict(gemm={"bias": "input"}),
+    "gemm-no-c-beta": dict(gemm={"beta": 0.5}), "gemm-2d-c": dict(gemm={"bias": "2d"}),
+    "gemm-beta": dict(gemm={"bias": "1d", "beta": 0.5}), "gemm-alpha": dict(gemm={"alpha": 2.0}),
+    "gemm-transB": dict(gemm={"transB": 1, "bias": "1d"}),
 }
 
 
@@ -85,7 +110,7 @@ DECISIONS = {
 def test_rewrite_decision_matches_ort(case, tmp_path):
     m = _model(**DECISIONS[case])
     ort_rewrites = "MatMulNBits" in _ort_ops(m)
-    step = next(s for s in _ours(m, tmp_path).steps if s.node.op == "MatMul")
+    step = next(s for s in _ours(m, tmp_path).steps if s.node.op in ("MatMul", "Gemm"))
     ours = step.node.source_op == "QDQ:MatMulNBits"
     assert ours == ort_rewrites, f"{case}: onnxruntime {'rewrites' if ort_rewrites else 'keeps'} the MatMul"
 
@@ -95,6 +120,22 @@ def test_rewrite_decision_matches_ort(case, tmp_path):
 # N split into 16-aligned ranges)
 SHAPES = [(16, 24, 6), (32, 26, 5), (64, 7, 1), (100, 24, 6), (128, 64, 6), (160, 26, 5), (256, 24, 6),
           (300, 7, 1), (768, 1030, 131)]
+
+
+@pytest.mark.parametrize("case", ["gemm", "gemm-bias", "gemm-bias-input", "gemm-no-c-beta"])
+def test_gemm_rewrite_bit_exact(case, tmp_path):
+    """A rewritten Gemm is MatMulNBits with C as its bias, added after the lanes are folded."""
+    mdl = _model(k=100, n=26, m=5, seed=3, **DECISIONS[case])
+    assert "MatMulNBits" in _ort_ops(mdl)
+    rng = np.random.default_rng(4)
+    feeds = {"x": (rng.standard_normal((5, 100)) * 3).astype(np.float32)}
+    if case == "gemm-bias-input":
+        feeds["c"] = rng.normal(0, 1, 26).astype(np.float32)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(mdl.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = _ours(mdl, tmp_path).run(feeds)["y"]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize("k,n,m", SHAPES)

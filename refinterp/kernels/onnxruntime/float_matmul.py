@@ -1,5 +1,6 @@
 """MatMul variant ``ort_float``: ONNX Runtime 1.32 CPU ``MatMulNBits`` with 8-bit weights, as the
-``dq_matmul_nbits`` pass (passes/qdq.py) makes it from DQ(int8/uint8 constant weight) -> MatMul.
+``dq_matmul_nbits`` pass (passes/qdq.py) makes it from DQ(int8/uint8 constant weight) -> MatMul (or
+a Gemm without transposes, alpha 1, whose C is a bias of N values: a third input here).
 
 What ORT 1.32.0 does (measured on x86-64 AVX-512 VNNI; session defaults block_size 32,
 accuracy_level 4): the weight is prepacked and the product takes MLAS's CompInt8 path, i.e. the float
@@ -130,7 +131,7 @@ def quantize_a_blocks(a2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @kernel("MatMul", VARIANT, prepare=_prepare)
-def ort_nbits_matmul(plan, a, b=None):
+def ort_nbits_matmul(plan, a, b=None, bias=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, a, b)
     if isinstance(plan, OrtSgemmMatMulPlan):
@@ -141,5 +142,5 @@ def ort_nbits_matmul(plan, a, b=None):
     a = np.asarray(a, _F32)
     lead = a.shape[:-1]
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)
-    y = compint8_matmul(q, plan.bu.reshape(-1, plan.sb.size), sa, plan.sb, plan.nzs)
+    y = compint8_matmul(q, plan.bu.reshape(-1, plan.sb.size), sa, plan.sb, plan.nzs, bias)
     return y.reshape(lead + (plan.sb.size,))
