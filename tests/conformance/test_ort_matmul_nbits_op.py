@@ -1,8 +1,8 @@
 """com.microsoft MatMulNBits nodes (weight-only 4-/8-bit, kernels/onnxruntime/matmul_nbits.py) against
 ONNX Runtime's CPU kernel: packed 4-bit and 8-bit codes, K not a multiple of the block, default /
 packed uint8 / float zero points, bias, accuracy levels 0-2 (float32 compute), within 1e-5 relative;
-accuracy level 4 (int8 compute, MLAS CompInt8) with block_size 32, bit for bit; other CompInt8 block
-sizes are refused by name."""
+accuracy level 4 (int8 compute, MLAS CompInt8) with block_size 32, 128 and 256, bit for bit; other
+CompInt8 block sizes (16, 64) are refused by name."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,19 +67,21 @@ def test_matmul_nbits_matches_onnxruntime(tmp_path, case):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-# accuracy_level 4 (MLAS CompInt8: A quantized to int8 per 32-block), bit for bit: (bits, K, N, zero
-# points, bias, M) -- K with and without a multiple of 4 blocks and of 32, N with a remainder mod 4
-COMPINT8 = [(4, 32, 16, None, False, 1), (4, 70, 7, "u8", True, 3), (4, 200, 30, None, True, 3),
-            (4, 512, 16, "u8", False, 2), (8, 64, 16, "u8", False, 3), (8, 128, 30, None, True, 1),
-            (8, 200, 7, "u8", True, 3)]
+# accuracy_level 4 (MLAS CompInt8: A quantized to int8 per block), bit for bit: (bits, K, N, zero
+# points, bias, M, block) -- K with and without a multiple of 4 blocks and of the block, N with a
+# remainder mod 4 (one-column kernels), odd and even M (one- / two-row kernels)
+COMPINT8 = [(4, 32, 16, None, False, 1, 32), (4, 70, 7, "u8", True, 3, 32), (4, 200, 30, None, True, 3, 32),
+            (4, 512, 16, "u8", False, 2, 32), (8, 64, 16, "u8", False, 3, 32), (8, 128, 30, None, True, 1, 32),
+            (8, 200, 7, "u8", True, 3, 32), (4, 300, 30, "u8", True, 3, 128), (4, 512, 16, None, False, 2, 128),
+            (8, 1000, 7, "u8", False, 1, 128), (4, 512, 30, "u8", True, 3, 256), (8, 300, 16, None, True, 2, 256)]
 
 
 @pytest.mark.parametrize("case", COMPINT8, ids=lambda c: "-".join(str(v) for v in c))
 def test_accuracy_level_4_bit_exact(tmp_path, case):
     import onnx
 
-    bits, k, n, zp, bias, m_rows = case
-    m = _model(bits, k, n, 32, zp, 4, bias)
+    bits, k, n, zp, bias, m_rows, block = case
+    m = _model(bits, k, n, block, zp, 4, bias)
     m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = m_rows
     a = np.random.default_rng(k + n).normal(0, 1, (m_rows, k)).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(["Y"], {"A": a})[0]

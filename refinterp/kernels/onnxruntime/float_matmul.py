@@ -115,13 +115,13 @@ def _sgemm_matmul(plan: OrtSgemmMatMulPlan, a: np.ndarray, b: np.ndarray):
     return np.stack(outs).reshape(lead + (m, n))
 
 
-def quantize_a_blocks(a2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """MLAS QuantizeARow_CompInt8: (q (M, blocks, BLOCK) int64, sa (M, blocks) float32)."""
+def quantize_a_blocks(a2: np.ndarray, k: int, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """MLAS QuantizeARow_CompInt8: (q (M, blocks, block) int64, sa (M, blocks) float32)."""
     m = a2.shape[0]
-    nb = -(-k // BLOCK)
-    ap = np.zeros((m, nb * BLOCK), _F32)
+    nb = -(-k // block)
+    ap = np.zeros((m, nb * block), _F32)
     ap[:, :k] = a2
-    ab = ap.reshape(m, nb, BLOCK)
+    ab = ap.reshape(m, nb, block)
     amax = np.max(np.abs(ab), axis=2)
     sa = (amax / _F32(127)).astype(_F32)
     safe = np.where(amax == 0, _F32(1), amax)

@@ -22,7 +22,22 @@ zeros to nb blocks of 32; s_b = f32(sa[m, b] * sb[b, n]); every integer partial 
         c = 0; c = fma(asum[m, b], nzs[b, n], c) for b in order;   y = f32(main + c)
 
 asum[m, b] = f32(sa * sum(q over the block)), nzs[b, n] = f32(-sb[b, n] * zp[b, n]) (unsigned zero
-point).  The
+point).
+
+Block lengths 128 and 256 (``*BlkLen128Avx512``, which also serves 256 in sub-blocks of 128): one
+FMA per 128-element sub-block into 16 lanes, lane l holding the products at [4l:4l+4] and
+[64+4l:64+4l+4] of the sub-block; the lanes are then reduced by the kernel's own rule: two-row
+kernels with 4 columns by ``_mm512_reduce_add_ps``, one-column kernels by ``hsum_float_16`` (the
+same halving order)::
+
+    b_i = L[i] + L[i+8];  c_i = b_i + b_{i+4};  main = (c0 + c2) + (c1 + c3)
+
+and the one-row kernel with 4 columns (the last row when M is odd: ORT's 128-row tiles are even) by
+the 512-bit ``FoldAccumulators``::
+
+    s_h = ((L[4h] + L[4h+1]) + L[4h+2]) + L[4h+3];  main = (s0 + s2) + (s1 + s3)
+
+then the bias and the block-sum SGEMM as above.  The
 thread tiles (16-aligned N ranges, 128-row M ranges) and 128-column chunks start on multiples of 4
 columns, so only the last N mod 4 columns take the one-column kernels; the one- and two-row kernels
 compute alike.
@@ -92,16 +107,63 @@ def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover 
     return out
 
 
+@njit(cache=True)
+def _reduce128(q, bu, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compiled
+    m_count, n_count = q.shape[0], bu.shape[1]
+    nb = sa.shape[1]
+    c1_from = n_count - n_count % 4
+    r1_row = m_count - 1 if m_count % 2 else -1
+    out = np.empty((m_count, n_count), np.float32)
+    lane = np.zeros(16, np.float32)
+    for m in range(m_count):
+        for n in range(n_count):
+            lane[:] = 0
+            for b in range(nb):
+                s = np.float32(sa[m, b] * sb[b, n])
+                for sub in range(blk // 128):
+                    base = b * blk + sub * 128
+                    for ln in range(16):
+                        p = 0
+                        st = base + 4 * ln
+                        for u in range(4):
+                            p += q[m, st + u] * bu[st + u, n] + q[m, st + 64 + u] * bu[st + 64 + u, n]
+                        lane[ln] = _fma32(np.float32(p), s, lane[ln])
+            if n < c1_from and m == r1_row:  # FoldAccumulators (512-bit)
+                s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
+                s1 = np.float32(np.float32(np.float32(lane[4] + lane[5]) + lane[6]) + lane[7])
+                s2 = np.float32(np.float32(np.float32(lane[8] + lane[9]) + lane[10]) + lane[11])
+                s3 = np.float32(np.float32(np.float32(lane[12] + lane[13]) + lane[14]) + lane[15])
+                main = np.float32(np.float32(s0 + s2) + np.float32(s1 + s3))
+            else:  # _mm512_reduce_add_ps / hsum_float_16
+                c0 = np.float32(np.float32(lane[0] + lane[8]) + np.float32(lane[4] + lane[12]))
+                c1 = np.float32(np.float32(lane[1] + lane[9]) + np.float32(lane[5] + lane[13]))
+                c2 = np.float32(np.float32(lane[2] + lane[10]) + np.float32(lane[6] + lane[14]))
+                c3 = np.float32(np.float32(lane[3] + lane[11]) + np.float32(lane[7] + lane[15]))
+                main = np.float32(np.float32(c0 + c2) + np.float32(c1 + c3))
+            if bias.shape[0]:
+                main = np.float32(main + bias[n])
+            corr = np.float32(0)
+            for b in range(nb):
+                corr = _fma32(asum[m, b], nzs[b, n], corr)
+            out[m, n] = np.float32(main + corr)
+    return out
+
+
 def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
                     bias: np.ndarray | None = None) -> np.ndarray:
-    """y (M, N) float32 from q (M, nb, 32) int codes, bu (nb * 32, N) unsigned codes, sa (M, nb),
-    sb and nzs ((nb, N) per block, or (N,) for every block) float32 and an optional bias (N,), in
-    MLAS's order (module docstring)."""
-    m_count, nb = q.shape[0], q.shape[1]
+    """y (M, N) float32 from q (M, nb, block) int codes (block 32, 128 or 256), bu (nb * block, N)
+    unsigned codes, sa (M, nb), sb and nzs ((nb, N) per block, or (N,) for every block) float32 and
+    an optional bias (N,), in MLAS's order (module docstring)."""
+    m_count, nb, blk = q.shape
     n_count = bu.shape[1]
-    qq = np.ascontiguousarray(q.reshape(m_count, nb * _BLOCK), np.int32)
-    asum = (sa * q.sum(axis=2).astype(F32)).astype(F32)  # f32(sa * sum(q)): |sum| <= 4064, exact
+    qq = np.ascontiguousarray(q.reshape(m_count, nb * blk), np.int32)
+    asum = (sa * q.sum(axis=2).astype(F32)).astype(F32)  # f32(sa * sum(q)): |sum| <= 127 * 256, exact
     per_block = lambda v: np.ascontiguousarray(np.broadcast_to(np.asarray(v, F32), (nb, n_count)))  # noqa: E731
     b = np.zeros(0, F32) if bias is None else np.ascontiguousarray(np.asarray(bias, F32).reshape(n_count))
-    return _reduce(qq, np.ascontiguousarray(bu, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum,
-                   per_block(nzs), b, _LANES, _QSTART)
+    args = (qq, np.ascontiguousarray(bu, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum,
+            per_block(nzs), b)
+    if blk == _BLOCK:
+        return _reduce(*args, _LANES, _QSTART)
+    if blk in (128, 256):
+        return _reduce128(*args, blk)
+    raise ValueError(f"block length {blk}: MLAS's CompInt8 order is reproduced for 32, 128 and 256")
