@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refinterp.errors import UnsupportedOpError
+from refinterp.errors import ModelError, UnsupportedOpError
 from .common import MS
 from .float_matmul import BLOCK, quantize_a_blocks
 from .nbits_compint8 import compint8_matmul
@@ -106,10 +106,14 @@ def _prepare_ort(node, ctx):
     elif b is None or scales is None or (len(node.inputs) > 3 and node.inputs[3] and zp is None):
         why = "weights, scales or zero points computed at run time"
     elif zp is not None and np.asarray(zp).dtype != np.uint8:
-        why = "float zero points with accuracy_level 4"
+        why = "float zero points"
     if why is not None:
         raise UnsupportedOpError(f"{w}: accuracy_level 4 (MLAS CompInt8) with {why} is not modelled")
     nb = -(-k // block)
+    need = n * nb * block * bits // 8
+    if np.size(b) != need or np.size(scales) != n * nb:
+        raise ModelError(f"{w}: B has {np.size(b)} bytes and scales {np.size(scales)} values; K={k}, N={n}, "
+                         f"bits={bits}, block_size={block} need {need} and {n * nb}")
     codes = _unpack(np.asarray(b).reshape(n, -1), bits, nb * block)                      # (N, nb * block)
     sb = np.asarray(scales, F32).reshape(n, nb).T.copy()                                  # (nb, N)
     z = (np.full((n, nb), 1 << (bits - 1), np.int64) if zp is None
