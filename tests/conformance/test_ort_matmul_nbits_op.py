@@ -1,8 +1,8 @@
 """com.microsoft MatMulNBits nodes (weight-only 4-/8-bit, kernels/onnxruntime/matmul_nbits.py) against
 ONNX Runtime's CPU kernel: packed 4-bit and 8-bit codes, K not a multiple of the block, default /
 packed uint8 / float zero points, bias, accuracy levels 0-2 (float32 compute), within 1e-5 relative;
-accuracy level 4 (int8 compute, MLAS CompInt8) with block_size 32, 128 and 256, bit for bit; other
-CompInt8 block sizes (16, 64) are refused by name."""
+accuracy level 4 (int8 compute, MLAS CompInt8) with block_size 32, 64, 128 and 256, bit for bit;
+block_size 16 at level 4 is refused by name."""
 from __future__ import annotations
 
 import numpy as np
@@ -73,7 +73,8 @@ def test_matmul_nbits_matches_onnxruntime(tmp_path, case):
 COMPINT8 = [(4, 32, 16, None, False, 1, 32), (4, 70, 7, "u8", True, 3, 32), (4, 200, 30, None, True, 3, 32),
             (4, 512, 16, "u8", False, 2, 32), (8, 64, 16, "u8", False, 3, 32), (8, 128, 30, None, True, 1, 32),
             (8, 200, 7, "u8", True, 3, 32), (4, 300, 30, "u8", True, 3, 128), (4, 512, 16, None, False, 2, 128),
-            (8, 1000, 7, "u8", False, 1, 128), (4, 512, 30, "u8", True, 3, 256), (8, 300, 16, None, True, 2, 256)]
+            (8, 1000, 7, "u8", False, 1, 128), (4, 512, 30, "u8", True, 3, 256), (8, 300, 16, None, True, 2, 256),
+            (4, 300, 30, "u8", True, 3, 64), (4, 192, 16, None, False, 2, 64), (8, 256, 7, "u8", True, 3, 64)]
 
 
 @pytest.mark.parametrize("case", COMPINT8, ids=lambda c: "-".join(str(v) for v in c))
@@ -104,6 +105,6 @@ def test_accuracy_level_4_other_block_sizes_are_refused_by_name(tmp_path):
     from refinterp.errors import UnsupportedOpError
 
     p = tmp_path / "m.onnx"
-    onnx.save(_model(4, 128, 16, 64, None, 4, False), str(p))
-    with pytest.raises(UnsupportedOpError, match="accuracy_level 4.*block_size=64"):
+    onnx.save(_model(4, 128, 16, 16, None, 4, False), str(p))
+    with pytest.raises(UnsupportedOpError, match="accuracy_level 4.*block_size=16"):
         refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu")

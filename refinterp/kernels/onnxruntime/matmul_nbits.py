@@ -10,8 +10,8 @@ zero_points (optional) uint8 packed like B ([N, ceil(n_blocks * bits / 8)]) or f
     Y       = A @ W^T (+ bias)        float32, K padded blocks ignored
 
 ``accuracy_level`` 4 makes ORT quantize A to int8 per block (MLAS CompInt8): variant ``ort_float``
-(scheme onnxruntime-cpu) reproduces it bit for bit for 4- and 8-bit weights with block_size 32, 128
-or 256 and uint8 (or default) zero points (nbits_compint8.py: MLAS's AVX-512 VNNI order); other CompInt8 forms
+(scheme onnxruntime-cpu) reproduces it bit for bit for 4- and 8-bit weights with block_size 32, 64,
+128 or 256 and uint8 (or default) zero points (nbits_compint8.py: MLAS's AVX-512 VNNI order); other CompInt8 forms
 are refused by name.  Levels 0 - 3 compute in float32 (MLAS's summation order is not reproduced:
 results agree within float32 rounding, checked within 1e-5 relative).
 """
@@ -84,6 +84,7 @@ def matmul_nbits(plan: MatMulNBitsPlan, a, b, scales, zero_points=None, g_idx=No
 class CompInt8Plan:
     k: int
     block: int
+    bits: int
     bu: np.ndarray   # (nb * block, N) int32 unsigned weight codes, K padded
     sb: np.ndarray   # (nb, N) float32 block scales
     nzs: np.ndarray  # (nb, N) float32 f32(-scale * zero point)
@@ -99,8 +100,8 @@ def _prepare_ort(node, ctx):
     b, scales = ctx.const(1), ctx.const(2)
     zp = ctx.const(3) if len(node.inputs) > 3 and node.inputs[3] else None
     why = None
-    if bits not in (4, 8) or block not in (BLOCK, 128, 256) or k <= 0 or n <= 0:
-        why = f"bits={bits}, block_size={block} (CompInt8 is reproduced for 4 / 8 bits, block_size 32, 128, 256)"
+    if bits not in (4, 8) or block not in (BLOCK, 64, 128, 256) or k <= 0 or n <= 0:
+        why = f"bits={bits}, block_size={block} (CompInt8 is reproduced for 4 / 8 bits, block_size 32, 64, 128, 256)"
     elif len(node.inputs) > 4 and node.inputs[4]:
         why = "g_idx (act-order)"
     elif b is None or scales is None or (len(node.inputs) > 3 and node.inputs[3] and zp is None):
@@ -119,7 +120,7 @@ def _prepare_ort(node, ctx):
     z = (np.full((n, nb), 1 << (bits - 1), np.int64) if zp is None
          else _unpack(np.asarray(zp).reshape(n, -1), bits, nb))
     nzs = (-sb.astype(np.float64) * z.T).astype(F32)  # one rounding: z is a small integer
-    return CompInt8Plan(k, block, np.ascontiguousarray(codes.T, np.int32), sb, nzs)
+    return CompInt8Plan(k, block, bits, np.ascontiguousarray(codes.T, np.int32), sb, nzs)
 
 
 @kernel(MS + "MatMulNBits", "ort_float", prepare=_prepare_ort, raw_inputs=True)
@@ -128,5 +129,5 @@ def matmul_nbits_compint8(plan, a, b, scales, zero_points=None, g_idx=None, bias
         return plan.kernel.run(plan.plan, a, b, scales, zero_points, g_idx, bias)
     a = np.asarray(a, F32)
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k, plan.block)
-    y = compint8_matmul(q, plan.bu, sa, plan.sb, plan.nzs, bias)
+    y = compint8_matmul(q, plan.bu, sa, plan.sb, plan.nzs, bias, plan.bits)
     return y.reshape(a.shape[:-1] + (plan.sb.shape[1],))

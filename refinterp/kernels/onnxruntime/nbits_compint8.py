@@ -37,7 +37,14 @@ the 512-bit ``FoldAccumulators``::
 
     s_h = ((L[4h] + L[4h+1]) + L[4h+2]) + L[4h+3];  main = (s0 + s2) + (s1 + s3)
 
-then the bias and the block-sum SGEMM as above.  The
+then the bias and the block-sum SGEMM as above.
+
+Block length 64 (``*BlkLen64Avx512``): blocks in pairs (b, b+1), one FMA each into 16 lanes, lane
+4c + j holding block b + (j mod 2) at [16c + o : 16c + o + 4] and [16c + o + 8 : 16c + o + 12],
+o = 0 for j < 2 else 4; an odd last block: lane l = [4l : 4l + 4] of it.  One-column kernels reduce
+with ``hsum_float_16`` (the halving order above), four-column kernels with the 512-bit
+``FoldAccumulators`` -- except the 4-bit two-row kernel, which uses ``_mm512_reduce_add_ps`` (the
+halving order) -- so with 4-bit weights every row but an odd M's last reduces by halving.  The
 thread tiles (16-aligned N ranges, 128-row M ranges) and 128-column chunks start on multiples of 4
 columns, so only the last N mod 4 columns take the one-column kernels; the one- and two-row kernels
 compute alike.
@@ -149,11 +156,64 @@ def _reduce128(q, bu, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compi
     return out
 
 
+@njit(cache=True)
+def _reduce64(q, bu, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compiled
+    m_count, n_count = q.shape[0], bu.shape[1]
+    nb = sa.shape[1]
+    c1_from = n_count - n_count % 4
+    r1_row = m_count - 1 if m_count % 2 else -1
+    out = np.empty((m_count, n_count), np.float32)
+    lane = np.zeros(16, np.float32)
+    for m in range(m_count):
+        for n in range(n_count):
+            lane[:] = 0
+            b = 0
+            while b + 1 < nb:
+                for ln in range(16):
+                    c, j = ln // 4, ln % 4
+                    blk = b + (j & 1)
+                    s = np.float32(sa[m, blk] * sb[blk, n])
+                    st = blk * 64 + 16 * c + (0 if j < 2 else 4)
+                    p = 0
+                    for u in range(4):
+                        p += q[m, st + u] * bu[st + u, n] + q[m, st + 8 + u] * bu[st + 8 + u, n]
+                    lane[ln] = _fma32(np.float32(p), s, lane[ln])
+                b += 2
+            if b < nb:
+                s = np.float32(sa[m, b] * sb[b, n])
+                for ln in range(16):
+                    st = b * 64 + 4 * ln
+                    p = 0
+                    for u in range(4):
+                        p += q[m, st + u] * bu[st + u, n]
+                    lane[ln] = _fma32(np.float32(p), s, lane[ln])
+            if n < c1_from and (bits == 8 or m == r1_row):  # FoldAccumulators (512-bit)
+                s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
+                s1 = np.float32(np.float32(np.float32(lane[4] + lane[5]) + lane[6]) + lane[7])
+                s2 = np.float32(np.float32(np.float32(lane[8] + lane[9]) + lane[10]) + lane[11])
+                s3 = np.float32(np.float32(np.float32(lane[12] + lane[13]) + lane[14]) + lane[15])
+                main = np.float32(np.float32(s0 + s2) + np.float32(s1 + s3))
+            else:  # hsum_float_16 / _mm512_reduce_add_ps
+                c0 = np.float32(np.float32(lane[0] + lane[8]) + np.float32(lane[4] + lane[12]))
+                c1 = np.float32(np.float32(lane[1] + lane[9]) + np.float32(lane[5] + lane[13]))
+                c2 = np.float32(np.float32(lane[2] + lane[10]) + np.float32(lane[6] + lane[14]))
+                c3 = np.float32(np.float32(lane[3] + lane[11]) + np.float32(lane[7] + lane[15]))
+                main = np.float32(np.float32(c0 + c2) + np.float32(c1 + c3))
+            if bias.shape[0]:
+                main = np.float32(main + bias[n])
+            corr = np.float32(0)
+            for bb in range(nb):
+                corr = _fma32(asum[m, bb], nzs[bb, n], corr)
+            out[m, n] = np.float32(main + corr)
+    return out
+
+
 def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
-                    bias: np.ndarray | None = None) -> np.ndarray:
-    """y (M, N) float32 from q (M, nb, block) int codes (block 32, 128 or 256), bu (nb * block, N)
+                    bias: np.ndarray | None = None, bits: int = 8) -> np.ndarray:
+    """y (M, N) float32 from q (M, nb, block) int codes (block 32, 64, 128 or 256), bu (nb * block, N)
     unsigned codes, sa (M, nb), sb and nzs ((nb, N) per block, or (N,) for every block) float32 and
-    an optional bias (N,), in MLAS's order (module docstring)."""
+    an optional bias (N,), in MLAS's order (module docstring); ``bits`` (4 or 8) picks the kernel's
+    lane reduction where the 4- and 8-bit kernels differ (block 64)."""
     m_count, nb, blk = q.shape
     n_count = bu.shape[1]
     qq = np.ascontiguousarray(q.reshape(m_count, nb * blk), np.int32)
@@ -164,6 +224,8 @@ def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarra
             per_block(nzs), b)
     if blk == _BLOCK:
         return _reduce(*args, _LANES, _QSTART)
+    if blk == 64:
+        return _reduce64(*args, bits)
     if blk in (128, 256):
         return _reduce128(*args, blk)
-    raise ValueError(f"block length {blk}: MLAS's CompInt8 order is reproduced for 32, 128 and 256")
+    raise ValueError(f"block length {blk}: MLAS's CompInt8 order is reproduced for 32, 64, 128 and 256")
