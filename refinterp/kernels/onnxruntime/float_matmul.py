@@ -45,7 +45,7 @@ _F32 = np.float32
 @dataclass(frozen=True)
 class OrtNBitsMatMulPlan:
     name: str
-    bu: np.ndarray   # (blocks, BLOCK, N) int64: uint8 weight codes, K padded with zeros
+    bt: np.ndarray   # (N, blocks * BLOCK) int32: uint8 weight codes, K padded with zeros
     sb: np.ndarray   # (N,) float32 scale per column
     nzs: np.ndarray  # (N,) float32: f32(-sb * zpu), the block-sum factor of the zero point
     k: int
@@ -68,7 +68,7 @@ def _prepare(node, ctx):
         bu = np.zeros((nb * BLOCK, n), np.int64)
         bu[:k] = w.astype(np.int64) + shift
         nzs = (-sb.astype(np.float64) * zpu).astype(_F32)  # one rounding: zpu is a small integer
-        return OrtNBitsMatMulPlan(node.name, bu.reshape(nb, BLOCK, n), sb, nzs, k)
+        return OrtNBitsMatMulPlan(node.name, np.ascontiguousarray(bu.T, np.int32), sb, nzs, k)
     if any(is_quantized(t) for t in ctx.inputs) or any(is_quantized(t) for t in ctx.outputs):
         kk = require("MatMul", "ort")
     else:
@@ -142,5 +142,5 @@ def ort_nbits_matmul(plan, a, b=None, bias=None):
     a = np.asarray(a, _F32)
     lead = a.shape[:-1]
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)
-    y = compint8_matmul(q, plan.bu.reshape(-1, plan.sb.size), sa, plan.sb, plan.nzs, bias)
+    y = compint8_matmul(q, plan.bt, sa, plan.sb, plan.nzs, bias)
     return y.reshape(lead + (plan.sb.size,))

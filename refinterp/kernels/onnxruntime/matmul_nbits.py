@@ -85,7 +85,7 @@ class CompInt8Plan:
     k: int
     block: int
     bits: int
-    bu: np.ndarray   # (nb * block, N) int32 unsigned weight codes, K padded
+    bt: np.ndarray   # (N, nb * block) int32 unsigned weight codes, K padded
     sb: np.ndarray   # (nb, N) float32 block scales
     nzs: np.ndarray  # (nb, N) float32 f32(-scale * zero point)
 
@@ -120,7 +120,7 @@ def _prepare_ort(node, ctx):
     z = (np.full((n, nb), 1 << (bits - 1), np.int64) if zp is None
          else _unpack(np.asarray(zp).reshape(n, -1), bits, nb))
     nzs = (-sb.astype(np.float64) * z.T).astype(F32)  # one rounding: z is a small integer
-    return CompInt8Plan(k, block, bits, np.ascontiguousarray(codes.T, np.int32), sb, nzs)
+    return CompInt8Plan(k, block, bits, np.ascontiguousarray(codes, np.int32), sb, nzs)
 
 
 @kernel(MS + "MatMulNBits", "ort_float", prepare=_prepare_ort, raw_inputs=True)
@@ -129,5 +129,5 @@ def matmul_nbits_compint8(plan, a, b, scales, zero_points=None, g_idx=None, bias
         return plan.kernel.run(plan.plan, a, b, scales, zero_points, g_idx, bias)
     a = np.asarray(a, F32)
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k, plan.block)
-    y = compint8_matmul(q, plan.bu, sa, plan.sb, plan.nzs, bias, plan.bits)
+    y = compint8_matmul(q, plan.bt, sa, plan.sb, plan.nzs, bias, plan.bits)
     return y.reshape(a.shape[:-1] + (plan.sb.shape[1],))

@@ -52,7 +52,7 @@ compute alike.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .float_sgemm import _fma32
 
@@ -63,17 +63,17 @@ _LANES = np.array([[0, 1, 4, 5], [8, 9, 12, 13], [2, 3, 6, 7], [10, 11, 14, 15]]
 _QSTART = np.array([0, 4, 16, 20], np.int64)  # Q_j sums [s, s+4) and [s+8, s+12)
 
 
-@njit(cache=True)
-def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover - compiled
-    m_count, n_count = q.shape[0], bu.shape[1]
+@njit(cache=True, parallel=True)
+def _reduce(q, bt, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover - compiled
+    m_count, n_count = q.shape[0], bt.shape[0]
     nb = sa.shape[1]
     groups = nb // 4
     c1_from = n_count - n_count % 4
     out = np.empty((m_count, n_count), np.float32)
-    lane16 = np.zeros(16, np.float32)
-    h = np.zeros(8, np.float32)
-    for m in range(m_count):
-        for n in range(n_count):
+    for n in prange(n_count):  # columns are independent: one thread's lanes each
+        lane16 = np.zeros(16, np.float32)
+        h = np.zeros(8, np.float32)
+        for m in range(m_count):
             lane16[:] = 0
             for g in range(groups):
                 for t in range(4):
@@ -84,7 +84,7 @@ def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover 
                         p = 0
                         st = base + qstart[j]
                         for u in range(4):
-                            p += q[m, st + u] * bu[st + u, n] + q[m, st + 8 + u] * bu[st + 8 + u, n]
+                            p += q[m, st + u] * bt[n, st + u] + q[m, st + 8 + u] * bt[n, st + 8 + u]
                         ln = lanes[t, j]
                         lane16[ln] = _fma32(np.float32(p), s, lane16[ln])
             for i in range(8):
@@ -95,7 +95,7 @@ def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover 
                     p = 0
                     st = b * 32 + 4 * i
                     for u in range(4):
-                        p += q[m, st + u] * bu[st + u, n]
+                        p += q[m, st + u] * bt[n, st + u]
                     h[i] = _fma32(np.float32(p), s, h[i])
             if n < c1_from:
                 lo = np.float32(np.float32(np.float32(h[0] + h[1]) + h[2]) + h[3])
@@ -114,16 +114,16 @@ def _reduce(q, bu, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover 
     return out
 
 
-@njit(cache=True)
-def _reduce128(q, bu, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compiled
-    m_count, n_count = q.shape[0], bu.shape[1]
+@njit(cache=True, parallel=True)
+def _reduce128(q, bt, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compiled
+    m_count, n_count = q.shape[0], bt.shape[0]
     nb = sa.shape[1]
     c1_from = n_count - n_count % 4
     r1_row = m_count - 1 if m_count % 2 else -1
     out = np.empty((m_count, n_count), np.float32)
-    lane = np.zeros(16, np.float32)
-    for m in range(m_count):
-        for n in range(n_count):
+    for n in prange(n_count):  # columns are independent: one thread's lanes each
+        lane = np.zeros(16, np.float32)
+        for m in range(m_count):
             lane[:] = 0
             for b in range(nb):
                 s = np.float32(sa[m, b] * sb[b, n])
@@ -133,7 +133,7 @@ def _reduce128(q, bu, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compi
                         p = 0
                         st = base + 4 * ln
                         for u in range(4):
-                            p += q[m, st + u] * bu[st + u, n] + q[m, st + 64 + u] * bu[st + 64 + u, n]
+                            p += q[m, st + u] * bt[n, st + u] + q[m, st + 64 + u] * bt[n, st + 64 + u]
                         lane[ln] = _fma32(np.float32(p), s, lane[ln])
             if n < c1_from and m == r1_row:  # FoldAccumulators (512-bit)
                 s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
@@ -156,16 +156,16 @@ def _reduce128(q, bu, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compi
     return out
 
 
-@njit(cache=True)
-def _reduce64(q, bu, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compiled
-    m_count, n_count = q.shape[0], bu.shape[1]
+@njit(cache=True, parallel=True)
+def _reduce64(q, bt, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compiled
+    m_count, n_count = q.shape[0], bt.shape[0]
     nb = sa.shape[1]
     c1_from = n_count - n_count % 4
     r1_row = m_count - 1 if m_count % 2 else -1
     out = np.empty((m_count, n_count), np.float32)
-    lane = np.zeros(16, np.float32)
-    for m in range(m_count):
-        for n in range(n_count):
+    for n in prange(n_count):  # columns are independent: one thread's lanes each
+        lane = np.zeros(16, np.float32)
+        for m in range(m_count):
             lane[:] = 0
             b = 0
             while b + 1 < nb:
@@ -176,7 +176,7 @@ def _reduce64(q, bu, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compi
                     st = blk * 64 + 16 * c + (0 if j < 2 else 4)
                     p = 0
                     for u in range(4):
-                        p += q[m, st + u] * bu[st + u, n] + q[m, st + 8 + u] * bu[st + 8 + u, n]
+                        p += q[m, st + u] * bt[n, st + u] + q[m, st + 8 + u] * bt[n, st + 8 + u]
                     lane[ln] = _fma32(np.float32(p), s, lane[ln])
                 b += 2
             if b < nb:
@@ -185,7 +185,7 @@ def _reduce64(q, bu, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compi
                     st = b * 64 + 4 * ln
                     p = 0
                     for u in range(4):
-                        p += q[m, st + u] * bu[st + u, n]
+                        p += q[m, st + u] * bt[n, st + u]
                     lane[ln] = _fma32(np.float32(p), s, lane[ln])
             if n < c1_from and (bits == 8 or m == r1_row):  # FoldAccumulators (512-bit)
                 s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
@@ -208,20 +208,19 @@ def _reduce64(q, bu, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compi
     return out
 
 
-def compint8_matmul(q: np.ndarray, bu: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
+def compint8_matmul(q: np.ndarray, bt: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
                     bias: np.ndarray | None = None, bits: int = 8) -> np.ndarray:
-    """y (M, N) float32 from q (M, nb, block) int codes (block 32, 64, 128 or 256), bu (nb * block, N)
-    unsigned codes, sa (M, nb), sb and nzs ((nb, N) per block, or (N,) for every block) float32 and
+    """y (M, N) float32 from q (M, nb, block) int codes (block 32, 64, 128 or 256), bt (N, nb * block)
+    int32 unsigned weight codes (a plan's prepared copy, contiguous along K), sa (M, nb), sb and nzs ((nb, N) per block, or (N,) for every block) float32 and
     an optional bias (N,), in MLAS's order (module docstring); ``bits`` (4 or 8) picks the kernel's
     lane reduction where the 4- and 8-bit kernels differ (block 64)."""
     m_count, nb, blk = q.shape
-    n_count = bu.shape[1]
+    n_count = bt.shape[0]
     qq = np.ascontiguousarray(q.reshape(m_count, nb * blk), np.int32)
     asum = (sa * q.sum(axis=2).astype(F32)).astype(F32)  # f32(sa * sum(q)): |sum| <= 127 * 256, exact
     per_block = lambda v: np.ascontiguousarray(np.broadcast_to(np.asarray(v, F32), (nb, n_count)))  # noqa: E731
     b = np.zeros(0, F32) if bias is None else np.ascontiguousarray(np.asarray(bias, F32).reshape(n_count))
-    args = (qq, np.ascontiguousarray(bu, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum,
-            per_block(nzs), b)
+    args = (qq, np.ascontiguousarray(bt, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum, per_block(nzs), b)
     if blk == _BLOCK:
         return _reduce(*args, _LANES, _QSTART)
     if blk == 64:
