@@ -16,6 +16,11 @@ in (fixed seed), quantized by ``onnxruntime.quantization.quantize_static`` in QD
 calibration on fixed-seed uniform [-1, 1) inputs, per-channel int8 weights, int8 (``_qdq``) or
 uint8 (``_qdq_u8``) activations.  Deterministic for one onnxruntime version.  About 3.5 MB.
 
+``llm_int4`` -> ``llm_int4_matmulnbits.onnx``: the weight-only int4 layers of a small language model
+decoding one token: four com.microsoft MatMulNBits nodes (2048 x 2048, 4-bit, block_size 32, uint8
+zero points, accuracy_level 4 -- ONNX Runtime's CompInt8 path) on a [1, 2048] input, fixed-seed
+random codes and scales.  About 9 MB.
+
 The files are not committed: ``benchmarks/run.py`` calls this script on first use (default out:
 benchmarks/.cache/).
 """
@@ -197,8 +202,34 @@ def _check_logits(data: bytes) -> None:
         raise SystemExit(f"degenerate QDQ MobileNetV2: only {np.unique(y).size} distinct logits")
 
 
+def llm_int4_layers(layers: int = 4, width: int = 2048, block: int = 32) -> bytes:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    nb = width // block
+    nodes, inits, x = [], [], "hidden"
+    for i in range(layers):
+        codes = rng.integers(0, 16, (width, nb * block), dtype=np.uint8)
+        packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).reshape(width, nb, block // 2)
+        zp = rng.integers(6, 11, (width, nb), dtype=np.uint8)
+        zp_packed = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+        inits += [numpy_helper.from_array(packed, f"w{i}"),
+                  numpy_helper.from_array((rng.random(width * nb) * 0.02 + 0.005).astype(np.float32), f"s{i}"),
+                  numpy_helper.from_array(zp_packed, f"z{i}")]
+        y = f"h{i}" if i + 1 < layers else "out"
+        nodes.append(helper.make_node("MatMulNBits", [x, f"w{i}", f"s{i}", f"z{i}"], [y], domain="com.microsoft",
+                                      K=width, N=width, bits=4, block_size=block, accuracy_level=4))
+        x = y
+    g = helper.make_graph(nodes, "llm_int4", [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, width])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
 FILES = {"mnv2_224": "mobilenet_v2_224_int8.tflite", "mnv2_224_qdq": "mobilenet_v2_224_qdq.onnx",
-         "mnv2_224_qdq_u8": "mobilenet_v2_224_qdq_u8.onnx"}
+         "mnv2_224_qdq_u8": "mobilenet_v2_224_qdq_u8.onnx", "llm_int4": "llm_int4_matmulnbits.onnx"}
 
 
 def main() -> None:
@@ -212,7 +243,7 @@ def main() -> None:
     for m in args.model or ["mnv2_224"]:
         path = out / FILES[m]
         data = {"mnv2_224": mobilenet_v2_224_int8, "mnv2_224_qdq": lambda: mobilenet_v2_224_qdq("int8"),
-                "mnv2_224_qdq_u8": lambda: mobilenet_v2_224_qdq("uint8")}[m]()
+                "mnv2_224_qdq_u8": lambda: mobilenet_v2_224_qdq("uint8"), "llm_int4": llm_int4_layers}[m]()
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
