@@ -1,5 +1,6 @@
-"""Float Resize (bilinear), BatchNormalization and MatMul with a run-time B under ``onnxruntime-cpu``
-(variant ``ort_float``: kernels/onnxruntime/float_resize.py, float_norm.py, float_matmul.py) against
+"""Float Resize (bilinear, also after ORT_ENABLE_ALL's NCHWc rewrite), BatchNormalization, MatMul with a
+run-time or a constant B and Gemm with a constant B under ``onnxruntime-cpu`` (variant ``ort_float``:
+kernels/onnxruntime/float_resize.py, float_norm.py, float_matmul.py, float_gemm.py) against
 onnxruntime at ORT_DISABLE_ALL and ORT_ENABLE_ALL, bit for bit: these run in float between
 DequantizeLinear and QuantizeLinear in 16-bit QDQ models, where one float32 ulp flips a code.  Each
 case also shows that the generic float kernel's order differs."""
@@ -171,3 +172,38 @@ def test_float_resize_after_nchwc_pools_bit_exact(tmp_path, case):
     else:
         assert moved > 0, "the NCHWc kernel was expected to round some outputs differently"
     print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on {moved:.1%}")
+
+
+CONST_B = {  # (A shape, B shape, Gemm attributes or None for MatMul, C shape)
+    "matmul-row": ([1, 64], (64, 32), None, None),
+    "matmul-2-k-blocks": ([5, 300], (300, 7), None, None),
+    "matmul-3d-a": ([3, 8, 600], (600, 100), None, None),
+    "matmul-vector-a": ([600], (600, 40), None, None),
+    "matmul-n1": ([2, 257], (257, 1), None, None),
+    "gemm-transB-bias": ([5, 300], (7, 300), {"transB": 1}, (7,)),
+    "gemm-3-k-blocks": ([2, 513], (1000, 513), {"transB": 1}, (1000,)),
+    "gemm-transA-scalar-c": ([100, 6], (100, 9), {"transA": 1}, (1,)),
+    "gemm-alpha-beta": ([3, 257], (257, 40), {"alpha": 2.0, "beta": 0.5}, (40,)),
+    "gemm-mn-c": ([130, 70], (70, 20), {}, (130, 20)),
+    "gemm-beta0": ([8, 64], (64, 16), {"beta": 0.0}, (16,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONST_B))
+def test_float_matmul_gemm_constant_b_bit_exact(tmp_path, case):
+    """ORT prepacks a constant B (MlasGemmPackB): MLAS's packed-B order, K blocks of 256, C through
+    the kernel (float_sgemm.mlas_sgemm_packed, float_gemm.py)."""
+    ashape, bshape, gemm_attrs, cshape = CONST_B[case]
+    rng = np.random.default_rng(len(case))
+    inits = [numpy_helper.from_array(rng.normal(0, 1, bshape).astype(np.float32), "B")]
+    ins = ["x", "B"]
+    if cshape is not None:
+        inits.append(numpy_helper.from_array(rng.normal(0, 1, cshape).astype(np.float32), "C"))
+        ins.append("C")
+    node = (helper.make_node("MatMul", ins, ["y"]) if gemm_attrs is None
+            else helper.make_node("Gemm", ins, ["y"], **gemm_attrs))
+    x = rng.normal(0, 1, ashape).astype(np.float32)
+    want, got, generic = _run(tmp_path, [node], [("x", list(ashape))], inits, {"x": x})
+    assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
+        f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
+    print(f"\n{case}: bit-exact; the generic kernel differs on {np.mean(_bits(generic) != _bits(want)):.1%}")

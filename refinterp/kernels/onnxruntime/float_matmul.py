@@ -21,8 +21,9 @@ A float32 MatMul whose B is computed at run time (e.g. the output of a Dequantiz
 optimizer off, or an activation) follows MLAS's unpacked SGEMM order (float_sgemm.py): with a 2-D B,
 one GEMM over every leading row of A (MatMulComputeHelper merges them); with batched B, one GEMM per
 batch, MlasGemmBatch splitting ceil(T / batches) threads over each (T from one GEMM's M*N*K).  A
-constant B is prepacked by ORT (another blocking: not modelled), and vector products take MLAS's M1
-kernels: those, quantized MatMul nodes (``ort``) and every other case run the generic kernels.
+constant 2-D B is prepacked by ORT: MLAS's packed-B order (float_sgemm.mlas_sgemm_packed, K blocks
+of 256, no M1 kernels).  Vector products with a run-time B take MLAS's M1 kernels: those, quantized
+MatMul nodes (``ort``) and every other case run the generic kernels.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from .common import is_quantized
 from .float_conv import physical_cores
-from .float_sgemm import THREAD_COMPLEXITY, mlas_sgemm
+from .float_sgemm import THREAD_COMPLEXITY, mlas_sgemm, mlas_sgemm_packed
 from .nbits_compint8 import compint8_matmul
 from ..registry import Delegate, kernel, require
 
@@ -75,10 +76,23 @@ def _prepare(node, ctx):
         kk = require("MatMul", "float")
     d = Delegate(kk, kk.prepare(node, ctx))
     a, b = (list(ctx.inputs) + [None, None])[:2]
-    if kk.variant == "float" and a is not None and b is not None and a.dtype == b.dtype == "float32" \
-            and b.const is None:
-        return OrtSgemmMatMulPlan(node.name, physical_cores(), d)
+    if kk.variant == "float" and a is not None and b is not None and a.dtype == b.dtype == "float32":
+        if b.const is None:
+            return OrtSgemmMatMulPlan(node.name, physical_cores(), d)
+        if np.ndim(b.const) == 2:
+            return OrtPackedMatMulPlan(node.name, np.ascontiguousarray(b.const, _F32), d)
     return d
+
+
+@dataclass(frozen=True)
+class OrtPackedMatMulPlan:
+    """A constant 2-D B, prepacked by ORT (MlasGemmPackB): MLAS's packed-B SGEMM order."""
+    name: str
+    b: np.ndarray
+    fallback: Any
+
+    def describe(self) -> dict:
+        return {"executed_by": "MLAS packed-B SGEMM order (constant B)"}
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,13 @@ def quantize_a_blocks(a2: np.ndarray, k: int, block: int = BLOCK) -> tuple[np.nd
 def ort_nbits_matmul(plan, a, b=None, bias=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, a, b)
+    if isinstance(plan, OrtPackedMatMulPlan):
+        a = np.asarray(a)
+        if a.dtype != _F32 or a.ndim < 1 or a.shape[-1] != plan.b.shape[0]:
+            return plan.fallback.kernel.run(plan.fallback.plan, a, b)
+        lead = a.shape[:-1] if a.ndim > 1 else ()
+        y = mlas_sgemm_packed(a.reshape(-1, a.shape[-1]), plan.b)
+        return y.reshape(lead + (plan.b.shape[1],))
     if isinstance(plan, OrtSgemmMatMulPlan):
         y = None
         if np.asarray(a).dtype == _F32 and np.asarray(b).dtype == _F32:

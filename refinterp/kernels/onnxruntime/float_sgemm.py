@@ -17,6 +17,10 @@ Numeric contract for C = A (M x K) @ B (K x N), alpha = 1, beta = 0, float32 thr
 
 A segment with Mseg == 1, or N == 1 (B and C column vectors), takes MLAS's M1 kernels (a different
 order, not modelled): ``mlas_sgemm`` returns None for them.
+
+A prepacked B (MlasGemmPackB: ORT's MatMul / Gemm with a constant B; ``mlas_sgemm_packed``) takes
+MlasSgemmPackedOperation instead: K blocks of a fixed 256 (MLAS_SGEMM_PACKED_STRIDEK), the same FMA
+chains and block sums as above, and the ordinary kernel for every shape (no M1 kernels).
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from numba.extending import intrinsic
 THREAD_COMPLEXITY = 64 * 1024   # MLAS_SGEMM_THREAD_COMPLEXITY
 THREAD_ALIGN_N = 16             # MLAS_SGEMM_STRIDEN_THREAD_ALIGN
 STRIDE = 128                    # MLAS_SGEMM_STRIDEN == MLAS_SGEMM_STRIDEK
+PACKED_STRIDE_K = 256           # MLAS_SGEMM_PACKED_STRIDEK
 
 
 @intrinsic
@@ -158,4 +163,21 @@ def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
             _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k))
         else:
             _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k))
+    return c
+
+
+def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 (M, K) @ (K, N) in the order of MLAS's packed-B SGEMM (module docstring); the thread
+    split does not change a bit (no K split, no M1 kernels)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.empty((m, n), np.float32)
+    if k == 0:
+        c[:] = 0
+    elif n < 64 <= m:
+        _sgemm_segment_t(np.ascontiguousarray(a.T), b, c, 0, m, 0, n, PACKED_STRIDE_K)
+    else:
+        _sgemm_segment(a, b, c, 0, m, 0, n, PACKED_STRIDE_K)
     return c

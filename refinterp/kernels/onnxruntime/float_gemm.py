@@ -1,0 +1,100 @@
+"""Gemm variant ``ort_float``: ONNX Runtime CPU's float32 Gemm with a constant B, which ORT prepacks
+(onnxruntime/core/providers/cpu/math/gemm.cc Gemm<float>::PrePack / Compute, gemm_helper.h
+GemmBroadcastBias; MLAS sgemm.cpp MlasSgemmPackedOperation).  Numeric contract, float32, for
+Y = alpha * A' B' + beta * C with B' = B or B^T constant:
+
+    Y0 = C broadcast to (M, N) as stored (GemmBroadcastBias), then f32(Y0 * beta) when beta is not
+         0 or 1 (MlasSgemmMultiplyBeta); no C, or beta 0: nothing (the kernel's zero mode)
+    K in blocks of 256; per block an FMA chain acc = fma(a[m,k], b[k,n], acc) in increasing k from +0
+    first block:  Y = fma(acc, alpha, Y0) with C,  else f32(acc * alpha)
+    later blocks: Y = fma(acc, alpha, Y)
+
+(alpha 1: one addition per block, as in float_sgemm.py).  A Gemm with a run-time B, or quantized,
+runs the generic kernels (``float`` / ``ort``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from .common import is_quantized
+from .float_sgemm import PACKED_STRIDE_K, _fma32
+from ..registry import Delegate, kernel, require
+
+F32 = np.float32
+
+
+@dataclass(frozen=True)
+class OrtPackedGemmPlan:
+    b: np.ndarray  # (K, N) float32: B after transB
+    trans_a: bool
+    alpha: float
+    beta: float
+
+    def describe(self) -> dict:
+        return {"executed_by": "MLAS packed-B SGEMM order (constant B)"}
+
+
+def _prepare(node, ctx):
+    quantized = any(is_quantized(t) for t in ctx.inputs if t is not None) or any(is_quantized(t) for t in ctx.outputs)
+    fk = require("Gemm", "ort" if quantized else "float")
+    d = Delegate(fk, fk.prepare(node, ctx))
+    a = ctx.inputs[0] if ctx.inputs else None
+    b = ctx.inputs[1] if len(ctx.inputs) > 1 else None
+    if quantized or a is None or b is None or a.dtype != "float32" or b.dtype != "float32" \
+            or b.const is None or np.ndim(b.const) != 2:
+        return d
+    bb = np.asarray(b.const, F32)
+    if int(node.attrs.get("transB", 0)):
+        bb = bb.T
+    return OrtPackedGemmPlan(np.ascontiguousarray(bb), bool(int(node.attrs.get("transA", 0))),
+                             float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0)))
+
+
+@njit(cache=True)
+def _packed(a, b, y, has_c, alpha, sk):  # pragma: no cover - compiled
+    m_count, kk = a.shape
+    n_count = b.shape[1]
+    tmp = np.empty(n_count, np.float32)
+    al = np.float32(alpha)
+    for m in range(m_count):
+        k0 = 0
+        while k0 < kk:
+            k1 = min(kk, k0 + sk)
+            for j in range(n_count):
+                tmp[j] = np.float32(0.0)
+            for k in range(k0, k1):
+                av = a[m, k]
+                for j in range(n_count):
+                    tmp[j] = _fma32(av, b[k, j], tmp[j])
+            if k0 == 0 and not has_c:
+                for j in range(n_count):
+                    y[m, j] = np.float32(tmp[j] * al)
+            else:
+                for j in range(n_count):
+                    y[m, j] = _fma32(tmp[j], al, y[m, j])
+            k0 = k1
+
+
+@kernel("Gemm", "ort_float", prepare=_prepare)
+def ort_gemm(plan, a, b=None, c=None):
+    if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
+        return plan.kernel.run(plan.plan, a, b, c)
+    a = np.asarray(a, F32)
+    if plan.trans_a:
+        a = a.T
+    a = np.ascontiguousarray(a)
+    m, n = a.shape[0], plan.b.shape[1]
+    has_c = c is not None and np.size(c) > 0 and plan.beta != 0.0
+    y = np.zeros((m, n), F32)
+    if has_c:
+        y[:] = np.broadcast_to(np.asarray(c, F32), (m, n))
+    if a.shape[1] == 0:  # ORT skips MlasGemm: C as broadcast, beta not applied
+        return y
+    if has_c and plan.beta != 1.0:
+        y = (y * F32(plan.beta)).astype(F32)
+    _packed(a, plan.b, y, has_c, plan.alpha, PACKED_STRIDE_K)
+    return y
