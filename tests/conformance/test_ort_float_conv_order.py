@@ -197,9 +197,9 @@ def test_steps_report_the_kernel_that_runs(tmp_path):
 
 # -- spatial convolutions: MLAS expand-then-GEMM (float_conv_expand.py) ---------------------------------
 
-def _spatial_conv_model(tmp_path, cin, cout, shape, kernel, attrs):
+def _spatial_conv_model(tmp_path, cin, cout, shape, kernel, attrs, batch=1):
     sp = len(shape)
-    ins = [helper.make_tensor_value_info("x", F, [1, cin, *shape]),
+    ins = [helper.make_tensor_value_info("x", F, [batch, cin, *shape]),
            helper.make_tensor_value_info("w", F, [cout, cin // attrs.get("group", 1), *kernel]),
            helper.make_tensor_value_info("b", F, [cout])]
     g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=list(kernel), **attrs)],
@@ -243,3 +243,31 @@ def test_float_spatial_conv_bit_exact(tmp_path, case):
         assert np.array_equal(_bits(got), _bits(want)), f"{level}: {np.mean(_bits(got) != _bits(want)):.3%} differ"
     generic = refinterp.Session(refinterp.load(path), "float32").run(feeds)["y"]
     print(f"\n{case}: bit-exact; the generic float order differs on {np.mean(_bits(generic) != _bits(want)):.2%}")
+
+
+# several images: MlasConv's batch-group work items, image by image (GemmDirect: one single-threaded
+# GEMM per image); (batch, cin, cout, spatial, kernel, attributes)
+BATCHED = {
+    "pointwise-b3": (3, 16, 32, (20, 20), (1, 1), {}),
+    "pointwise-K512-b2": (2, 512, 64, (14, 14), (1, 1), {}),
+    "3x3-b3": (3, 8, 16, (15, 15), (3, 3), dict(pads=[1, 1, 1, 1])),
+    "3x3-stride2-b2": (2, 32, 64, (30, 30), (3, 3), dict(strides=[2, 2])),
+    "depthwise-b2": (2, 16, 16, (14, 14), (3, 3), dict(pads=[1, 1, 1, 1], group=16)),
+    "grouped-b2": (2, 16, 32, (14, 14), (3, 3), dict(group=4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BATCHED))
+def test_float_conv_batch_bit_exact(tmp_path, case):
+    batch, cin, cout, shape, kernel, attrs = BATCHED[case]
+    m, path = _spatial_conv_model(tmp_path, cin, cout, shape, kernel, attrs, batch)
+    rng = np.random.default_rng(len(case) * 17 + cin)
+    feeds = {"x": rng.uniform(-1, 1, (batch, cin, *shape)).astype(np.float32),
+             "w": rng.uniform(-1, 1, (cout, cin // attrs.get("group", 1), *kernel)).astype(np.float32),
+             "b": rng.uniform(-1, 1, cout).astype(np.float32)}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = refinterp.Session(refinterp.load(path), "onnxruntime-cpu").run(feeds)["y"]
+    assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
+        f"{np.mean(_bits(got) != _bits(want)):.3%} differ"

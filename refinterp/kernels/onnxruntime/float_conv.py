@@ -3,15 +3,16 @@
 Quantized Conv nodes (QLinearConv, fused QDQ units) run the ``ort`` kernel unchanged.  Float Conv
 nodes (e.g. the Conv nodes ORT leaves between DequantizeLinear and QuantizeLinear when int8 QDQ
 units are not fused on x86) that MLAS runs as ``MlasConvAlgorithmGemmDirect`` -- a pointwise conv:
-every kernel extent 1, group 1, strides 1, no padding, NCHW, batch 1 (MlasConvPrepare in
+every kernel extent 1, group 1, strides 1, no padding, NCHW (MlasConvPrepare in
 onnxruntime/core/mlas/lib/convolve.cpp) -- are computed as
 
     y[c, p] = fl( sgemm(W (C_out x C_in), X (C_in x H*W))[c, p] + bias[c] )
 
 with ``sgemm`` in MLAS's order (refinterp/kernels/onnxruntime/float_sgemm.py: K blocks of FMA chains, the
-thread split of the ORT intra-op pool).  Spatial float Convs (batch 1, NCHW, any group count,
-depthwise included) follow MLAS's expand-then-GEMM order (float_conv_expand.py).  Every other float
-Conv (batch > 1, grouped pointwise convs, the one-input-channel GemmDirect shapes, MLAS's M1
+thread split of the ORT intra-op pool).  Spatial float Convs (NCHW, any group count, depthwise
+included) follow MLAS's expand-then-GEMM order (float_conv_expand.py).  A batch of several images is
+computed image by image (MlasConv's batch-group work items; GemmDirect then runs one single-threaded
+GEMM per image).  Every other float Conv (grouped pointwise convs, the one-input-channel GemmDirect shapes, MLAS's M1
 segments of a threaded GEMM, and convolutions ORT rewrites to NCHWc, which this kernel does not know
 about) runs the generic ``float`` kernel, whose summation order is NumPy/BLAS's, not MLAS's (may
 differ by a few ulp).
@@ -21,6 +22,7 @@ the process (onnxruntime/core/platform/posix/env.cc, GetDefaultThreadCount via c
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +110,11 @@ def ort_float_conv(plan, x, w, b=None):
     fk, fplan = plan.fallback
     x = np.asarray(x)
     w = np.asarray(w)
+    if x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] > 1:
+        # MlasConv with several images runs each image's GEMMs as a work item (GemmDirect: one
+        # single-threaded MlasGemm per image; the other algorithms as for one image)
+        one = dataclasses.replace(plan, threads=1) if plan.pointwise else plan
+        return np.concatenate([ort_float_conv(one, x[i:i + 1], w, b) for i in range(x.shape[0])])
     group = fplan.group or (x.shape[1] if x.ndim > 1 else 1)
     y = shape = None
     if (plan.pointwise and x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] == 1
