@@ -63,6 +63,38 @@ _LANES = np.array([[0, 1, 4, 5], [8, 9, 12, 13], [2, 3, 6, 7], [10, 11, 14, 15]]
 _QSTART = np.array([0, 4, 16, 20], np.int64)  # Q_j sums [s, s+4) and [s+8, s+12)
 
 
+@njit(cache=True, inline="always")
+def _halve16(lane):  # pragma: no cover - compiled
+    """_mm512_reduce_add_ps / hsum_float_16: (i, i+8), then (i, i+4), then ((0+2) + (1+3))."""
+    c0 = np.float32(np.float32(lane[0] + lane[8]) + np.float32(lane[4] + lane[12]))
+    c1 = np.float32(np.float32(lane[1] + lane[9]) + np.float32(lane[5] + lane[13]))
+    c2 = np.float32(np.float32(lane[2] + lane[10]) + np.float32(lane[6] + lane[14]))
+    c3 = np.float32(np.float32(lane[3] + lane[11]) + np.float32(lane[7] + lane[15]))
+    return np.float32(np.float32(c0 + c2) + np.float32(c1 + c3))
+
+
+@njit(cache=True, inline="always")
+def _fold16(lane):  # pragma: no cover - compiled
+    """The 512-bit FoldAccumulators for one column: each 128-bit quarter left to right, then
+    (q0 + q2) + (q1 + q3)."""
+    s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
+    s1 = np.float32(np.float32(np.float32(lane[4] + lane[5]) + lane[6]) + lane[7])
+    s2 = np.float32(np.float32(np.float32(lane[8] + lane[9]) + lane[10]) + lane[11])
+    s3 = np.float32(np.float32(np.float32(lane[12] + lane[13]) + lane[14]) + lane[15])
+    return np.float32(np.float32(s0 + s2) + np.float32(s1 + s3))
+
+
+@njit(cache=True, inline="always")
+def _finish(main, bias, asum, nzs, m, n):  # pragma: no cover - compiled
+    """The bias, then the zero-point block-sum SGEMM's FMA chain added with one rounding."""
+    if bias.shape[0]:
+        main = np.float32(main + bias[n])
+    corr = np.float32(0)
+    for b in range(asum.shape[1]):
+        corr = _fma32(asum[m, b], nzs[b, n], corr)
+    return np.float32(main + corr)
+
+
 @njit(cache=True, parallel=True)
 def _reduce(q, bt, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover - compiled
     m_count, n_count = q.shape[0], bt.shape[0]
@@ -105,12 +137,7 @@ def _reduce(q, bt, sa, sb, asum, nzs, bias, lanes, qstart):  # pragma: no cover 
                 a = np.float32(np.float32(h[0] + h[4]) + np.float32(h[2] + h[6]))
                 c = np.float32(np.float32(h[1] + h[5]) + np.float32(h[3] + h[7]))
                 main = np.float32(a + c)
-            if bias.shape[0]:
-                main = np.float32(main + bias[n])
-            corr = np.float32(0)
-            for b in range(nb):
-                corr = _fma32(asum[m, b], nzs[b, n], corr)
-            out[m, n] = np.float32(main + corr)
+            out[m, n] = _finish(main, bias, asum, nzs, m, n)
     return out
 
 
@@ -136,23 +163,10 @@ def _reduce128(q, bt, sa, sb, asum, nzs, bias, blk):  # pragma: no cover - compi
                             p += q[m, st + u] * bt[n, st + u] + q[m, st + 64 + u] * bt[n, st + 64 + u]
                         lane[ln] = _fma32(np.float32(p), s, lane[ln])
             if n < c1_from and m == r1_row:  # FoldAccumulators (512-bit)
-                s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
-                s1 = np.float32(np.float32(np.float32(lane[4] + lane[5]) + lane[6]) + lane[7])
-                s2 = np.float32(np.float32(np.float32(lane[8] + lane[9]) + lane[10]) + lane[11])
-                s3 = np.float32(np.float32(np.float32(lane[12] + lane[13]) + lane[14]) + lane[15])
-                main = np.float32(np.float32(s0 + s2) + np.float32(s1 + s3))
+                main = _fold16(lane)
             else:  # _mm512_reduce_add_ps / hsum_float_16
-                c0 = np.float32(np.float32(lane[0] + lane[8]) + np.float32(lane[4] + lane[12]))
-                c1 = np.float32(np.float32(lane[1] + lane[9]) + np.float32(lane[5] + lane[13]))
-                c2 = np.float32(np.float32(lane[2] + lane[10]) + np.float32(lane[6] + lane[14]))
-                c3 = np.float32(np.float32(lane[3] + lane[11]) + np.float32(lane[7] + lane[15]))
-                main = np.float32(np.float32(c0 + c2) + np.float32(c1 + c3))
-            if bias.shape[0]:
-                main = np.float32(main + bias[n])
-            corr = np.float32(0)
-            for b in range(nb):
-                corr = _fma32(asum[m, b], nzs[b, n], corr)
-            out[m, n] = np.float32(main + corr)
+                main = _halve16(lane)
+            out[m, n] = _finish(main, bias, asum, nzs, m, n)
     return out
 
 
@@ -188,31 +202,18 @@ def _reduce64(q, bt, sa, sb, asum, nzs, bias, bits):  # pragma: no cover - compi
                         p += q[m, st + u] * bt[n, st + u]
                     lane[ln] = _fma32(np.float32(p), s, lane[ln])
             if n < c1_from and (bits == 8 or m == r1_row):  # FoldAccumulators (512-bit)
-                s0 = np.float32(np.float32(np.float32(lane[0] + lane[1]) + lane[2]) + lane[3])
-                s1 = np.float32(np.float32(np.float32(lane[4] + lane[5]) + lane[6]) + lane[7])
-                s2 = np.float32(np.float32(np.float32(lane[8] + lane[9]) + lane[10]) + lane[11])
-                s3 = np.float32(np.float32(np.float32(lane[12] + lane[13]) + lane[14]) + lane[15])
-                main = np.float32(np.float32(s0 + s2) + np.float32(s1 + s3))
+                main = _fold16(lane)
             else:  # hsum_float_16 / _mm512_reduce_add_ps
-                c0 = np.float32(np.float32(lane[0] + lane[8]) + np.float32(lane[4] + lane[12]))
-                c1 = np.float32(np.float32(lane[1] + lane[9]) + np.float32(lane[5] + lane[13]))
-                c2 = np.float32(np.float32(lane[2] + lane[10]) + np.float32(lane[6] + lane[14]))
-                c3 = np.float32(np.float32(lane[3] + lane[11]) + np.float32(lane[7] + lane[15]))
-                main = np.float32(np.float32(c0 + c2) + np.float32(c1 + c3))
-            if bias.shape[0]:
-                main = np.float32(main + bias[n])
-            corr = np.float32(0)
-            for bb in range(nb):
-                corr = _fma32(asum[m, bb], nzs[bb, n], corr)
-            out[m, n] = np.float32(main + corr)
+                main = _halve16(lane)
+            out[m, n] = _finish(main, bias, asum, nzs, m, n)
     return out
 
 
 def compint8_matmul(q: np.ndarray, bt: np.ndarray, sa: np.ndarray, sb: np.ndarray, nzs: np.ndarray,
                     bias: np.ndarray | None = None, bits: int = 8) -> np.ndarray:
     """y (M, N) float32 from q (M, nb, block) int codes (block 32, 64, 128 or 256), bt (N, nb * block)
-    int32 unsigned weight codes (a plan's prepared copy, contiguous along K), sa (M, nb), sb and nzs ((nb, N) per block, or (N,) for every block) float32 and
-    an optional bias (N,), in MLAS's order (module docstring); ``bits`` (4 or 8) picks the kernel's
+    int32 unsigned weight codes (a plan's prepared copy, contiguous along K), sa (M, nb), sb and nzs
+    ((nb, N) per block, or (N,) for every block) float32 and an optional bias (N,), in MLAS's order (module docstring); ``bits`` (4 or 8) picks the kernel's
     lane reduction where the 4- and 8-bit kernels differ (block 64)."""
     m_count, nb, blk = q.shape
     n_count = bt.shape[0]
@@ -220,7 +221,8 @@ def compint8_matmul(q: np.ndarray, bt: np.ndarray, sa: np.ndarray, sb: np.ndarra
     asum = (sa * q.sum(axis=2).astype(F32)).astype(F32)  # f32(sa * sum(q)): |sum| <= 127 * 256, exact
     per_block = lambda v: np.ascontiguousarray(np.broadcast_to(np.asarray(v, F32), (nb, n_count)))  # noqa: E731
     b = np.zeros(0, F32) if bias is None else np.ascontiguousarray(np.asarray(bias, F32).reshape(n_count))
-    args = (qq, np.ascontiguousarray(bt, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum, per_block(nzs), b)
+    args = (qq, np.ascontiguousarray(bt, np.int32), np.ascontiguousarray(sa, F32), per_block(sb), asum,
+            per_block(nzs), b)
     if blk == _BLOCK:
         return _reduce(*args, _LANES, _QSTART)
     if blk == 64:
