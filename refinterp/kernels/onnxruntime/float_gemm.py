@@ -33,6 +33,7 @@ class OrtPackedGemmPlan:
     trans_a: bool
     alpha: float
     beta: float
+    fallback: Any  # Delegate to the generic float Gemm (inputs it does not take: its own errors)
 
     def describe(self) -> dict:
         return {"executed_by": "MLAS packed-B SGEMM order (constant B)"}
@@ -51,7 +52,7 @@ def _prepare(node, ctx):
     if int(node.attrs.get("transB", 0)):
         bb = bb.T
     return OrtPackedGemmPlan(np.ascontiguousarray(bb), bool(int(node.attrs.get("transA", 0))),
-                             float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0)))
+                             float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0)), d)
 
 
 @njit(cache=True)
@@ -83,11 +84,16 @@ def _packed(a, b, y, has_c, alpha, sk):  # pragma: no cover - compiled
 def ort_gemm(plan, a, b=None, c=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, a, b, c)
-    a = np.asarray(a, F32)
-    if plan.trans_a:
-        a = a.T
-    a = np.ascontiguousarray(a)
+    given = np.asarray(a)
+    if given.dtype != F32 or given.ndim != 2 or given.shape[0 if plan.trans_a else 1] != plan.b.shape[0]:
+        return plan.fallback.kernel.run(plan.fallback.plan, a, b, c)
+    a = np.ascontiguousarray(given.T if plan.trans_a else given)
     m, n = a.shape[0], plan.b.shape[1]
+    if c is not None and np.size(c) > 0:
+        try:
+            np.broadcast_shapes(np.shape(c), (m, n))
+        except ValueError:
+            return plan.fallback.kernel.run(plan.fallback.plan, given, b, c)
     has_c = c is not None and np.size(c) > 0 and plan.beta != 0.0
     y = np.zeros((m, n), F32)
     if has_c:

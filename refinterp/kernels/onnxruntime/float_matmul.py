@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from refinterp.errors import InputError
 from .common import is_quantized
 from .float_conv import physical_cores
 from .float_sgemm import THREAD_COMPLEXITY, mlas_sgemm, mlas_sgemm_packed
@@ -161,6 +162,8 @@ def ort_nbits_matmul(plan, a, b=None, bias=None):
             y = _sgemm_matmul(plan, np.asarray(a), np.asarray(b))
         return y if y is not None else plan.fallback.kernel.run(plan.fallback.plan, a, b)
     a = np.asarray(a, _F32)
+    if a.ndim < 1 or a.shape[-1] != plan.k:
+        raise InputError(f"MatMul '{plan.name}': A has shape {list(a.shape)}, its last dimension must be K={plan.k}")
     lead = a.shape[:-1]
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k)
     y = compint8_matmul(q, plan.bt, sa, plan.sb, plan.nzs, bias)

@@ -28,6 +28,7 @@ nodes run the generic kernels (``float`` / ``ort``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class NchwcPlan:
     """A Resize ORT runs as com.microsoft.nchwc.Upsample (linear mode)."""
     ctm: str
     factors: tuple[int, int]  # integral height / width scale factors
+    fallback: Any             # Delegate to ORT's ordinary float Resize (an input that is not 4-D float32)
 
 
 def _prepare(node, ctx):
@@ -57,7 +59,7 @@ def _prepare(node, ctx):
             f = [int(s) // int(d) for s, d in zip(np.asarray(sizes).ravel(), x.shape)]
         else:
             f = [int(v) for v in np.asarray(scales, F32).ravel()]
-        return NchwcPlan(fplan.ctm, (f[2], f[3]))
+        return NchwcPlan(fplan.ctm, (f[2], f[3]), Delegate(fk, fplan))
     x = ctx.inputs[0] if ctx.inputs else None
     ok = (not quantized and x is not None and x.dtype == "float32" and fplan.mode == "linear"
           and fplan.ctm in _CTMS and not fplan.antialias and fplan.axes is None and fplan.layout == "NCHW"
@@ -150,7 +152,10 @@ def ort_resize(plan, x, roi=None, scales=None, sizes=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, x, roi, scales, sizes)
     if isinstance(plan, NchwcPlan):
-        return _nchwc_upsample(plan, np.asarray(x))
+        x = np.asarray(x)
+        if x.ndim == 4 and x.dtype == F32:
+            return _nchwc_upsample(plan, x)
+        return ort_resize(plan.fallback.plan, x, roi, scales, sizes)
     x = np.asarray(x)
     geo = _scales(x, scales, sizes) if x.ndim in (2, 4) and x.dtype == F32 else None
     if geo is None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refinterp.errors import ModelError, UnsupportedOpError
+from refinterp.errors import InputError, ModelError, UnsupportedOpError
 from .common import MS
 from .float_matmul import BLOCK, quantize_a_blocks
 from .nbits_compint8 import compint8_matmul
@@ -128,6 +128,8 @@ def matmul_nbits_compint8(plan, a, b, scales, zero_points=None, g_idx=None, bias
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, a, b, scales, zero_points, g_idx, bias)
     a = np.asarray(a, F32)
+    if a.ndim < 1 or a.shape[-1] != plan.k:
+        raise InputError(f"MatMulNBits: A has shape {list(a.shape)}, its last dimension must be K={plan.k}")
     q, sa = quantize_a_blocks(a.reshape(-1, a.shape[-1]), plan.k, plan.block)
     y = compint8_matmul(q, plan.bt, sa, plan.sb, plan.nzs, bias, plan.bits)
     return y.reshape(a.shape[:-1] + (plan.sb.shape[1],))
