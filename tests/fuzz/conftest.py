@@ -11,3 +11,18 @@ import os
 
 _FUZZ_MODULES = ["test_fuzz_files.py", "test_fuzz_models.py", "test_regressions.py"]
 collect_ignore = ["test_fuzz_process.py"] if os.environ.get("REFINTERP_FUZZ_CHILD") == "1" else _FUZZ_MODULES
+
+
+def pytest_collection_finish(session):
+    """Start the fuzz child now when its test is selected (test_fuzz_process.py)."""
+    for item in session.items:
+        if item.name == "test_fuzz_in_its_own_process":
+            item.module.start_child()
+            break
+
+
+def pytest_sessionfinish(session):
+    for item in getattr(session, "items", []):
+        if item.name == "test_fuzz_in_its_own_process":
+            item.module.stop_child()
+            break
