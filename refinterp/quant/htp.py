@@ -70,6 +70,23 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     1x1 convolutions (2 to 256 input channels, int32 bias, M from 1e-5 to 4, output zero points
     0..255) give 0 differences; the bias rule held on 512 of 512
     per-tensor channels whose output pins the bias to one integer.
+
+16-bit activations (a16w8 convolution): measured in part, *not used* (16-bit stays refused).  The same
+on v73 for uint16 and int16, per-tensor and per-channel int8 weights; ``A`` is the accumulator on the
+codes moved to int16 (uint16: q - 32768, padding with the moved zero point), ``Z`` the zero-point
+term (zp_x - 32768) * sum(w), ``b`` the int32 bias codes::
+
+    g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256)     (exact: y is a function of A >> 8)
+    y ~ round_half_up(round_half_up(g * M * 2^16) / 2^8) + zp_y
+
+That form is exact while |g| stays below about 150 (every accumulator of 2-channel 1x1 layers over
+the whole int16 / uint16 range, 12 multipliers 4e-6 .. 3.5, 0 of 6.3 M codes differ; 1,584 codes of
+random 3x3 / 1x1 layers without bias), but with |g| in the thousands about 1 code in 800 is one
+LSB off, always within 1/256 LSB of a rounding tie (29,968 of 25 M codes, 192 multipliers): no single
+multiplier per channel (any precision, fixed-point or float32 product, first-stage grid 2^-6 .. 2^-10,
+float32 magic-number rounding) reproduces them, which points at the HTP's own floating-point
+(qfloat) arithmetic; the scratch sweeps are not kept.  v68 differs from this form already on small
+accumulators (not analysed).
 """
 from __future__ import annotations
 
