@@ -1,9 +1,12 @@
-"""``ort_nchwc16`` / ``ort_nchwc8``: mark the float Resize nodes ONNX Runtime's NchwcTransformer
-(ORT_ENABLE_ALL, CPU EP, x86-64) rewrites into ``com.microsoft.nchwc.Upsample``.
+"""``ort_nchwc16`` / ``ort_nchwc8``: mark the float Conv and Resize nodes ONNX Runtime's
+NchwcTransformer (ORT_ENABLE_ALL, CPU EP, x86-64) rewrites into ``com.microsoft.nchwc.Conv`` /
+``Upsample``, and fold the Adds it fuses into an NCHWc Conv (Conv/Sum fusion).
 
-That rewrite changes the arithmetic of a bilinear Resize (MLAS ``MlasNchwcUpsampleLinear``, whose
-weights and summation order differ from upsample.cc; kernels/onnxruntime/float_resize.py), so the
-kernel must know which nodes ORT converts.  A Resize is converted only when its data input is
+Those rewrites change the arithmetic: an NCHWc Conv sums in MLAS's NCHWc order
+(kernels/onnxruntime/float_conv_nchwc.py) and accumulates a fused Add's other operand before its
+partial sums; a bilinear Resize runs ``MlasNchwcUpsampleLinear``, whose weights and summation order
+differ from upsample.cc (kernels/onnxruntime/float_resize.py); so the kernels must know which nodes
+ORT converts.  A Resize is converted only when its data input is
 already in NCHWc layout, i.e. produced by a node the transformer converted before it.  The
 propagation follows onnxruntime/core/optimizer/nchwc_transformer.cc (block size: MLAS's NCHWc
 block, 16 floats with AVX-512F, 8 with AVX2), restricted to float32 tensors:
@@ -11,10 +14,19 @@ block, 16 floats with AVX-512F, 8 with AVX2), restricted to float32 tensors:
 * MaxPool / AveragePool (one output, 4-D input with a static channel count divisible by the block)
   convert from any input (ORT inserts a ReorderInput);
 * Conv with a constant float32 4-D filter (and constant bias) whose group / channel counts the
-  transformer accepts converts from any input;
-* GlobalMaxPool / GlobalAveragePool, Relu / Sigmoid / Tanh, BatchNormalization, Add / Sum / Mul (all
+  transformer accepts converts from any input, and is marked;
+* an Add of two NCHWc tensors of equal static shape whose first (else second) input comes from a
+  marked Conv used only by this Add is fused into that Conv (the Conv gets the other operand as a
+  fourth input, the Sum, and the Add's output); a Relu / Sigmoid / Tanh after it is fused by ORT too,
+  which does not change a bit (the same MLAS activation), so it stays a node here;
+* GlobalMaxPool / GlobalAveragePool (channel count divisible by the block), Relu / Sigmoid / Tanh,
+  BatchNormalization, Add / Sum / Mul (all
   inputs NCHWc, one channel count, equal static shapes) and Concat (axis 1, every input NCHWc with
-  a block-aligned channel count) stay in NCHWc when their inputs are;
+  a block-aligned channel count) stay in NCHWc when their inputs are; a GlobalAveragePool there is
+  marked (MLAS's NCHWc pool order, kernels/onnxruntime/float_pool.py), a BatchNormalization with
+  constant parameters becomes the marked depthwise 1x1 NCHWc Conv ORT replaces it with (scale and
+  bias folded in float32; ORT also requires an explicit epsilon attribute, which the loader's
+  defaults hide: a BatchNormalization without one is converted here, not by ORT);
 * Resize / Upsample (linear with half_pixel, align_corners or asymmetric; nearest with asymmetric
   and floor) with a constant 4-D integral scale (or sizes an exact multiple of a static input
   shape), batch and channel unscaled, on an NCHWc input: converted, and marked ``_ort_nchwc``.
@@ -32,10 +44,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, TensorInfo
 
 MARK = "_ort_nchwc"
 _KEEP_UNARY = ("GlobalMaxPool", "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "BatchNormalization")
+_GLOBAL_POOLS = ("GlobalMaxPool", "GlobalAveragePool")
 _LINEAR_CTMS = ("half_pixel", "align_corners", "asymmetric")
 
 
@@ -110,10 +123,60 @@ def _shapes_equal(graph: Graph, names: list[str]) -> bool:
     return all(s is not None and all(d for d in s) for s in shapes) and len(set(shapes)) == 1
 
 
-def mark_nchwc_resize(graph: Graph, block: int) -> Graph:
-    """A copy of ``graph`` whose Resize nodes ORT converts to NCHWc carry ``_ort_nchwc = block``."""
+def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict) -> Node | None:
+    """The NCHWc depthwise 1x1 Conv ORT replaces a BatchNormalization on an NCHWc input with
+    (nchwc_transformer.cc TransformBatchNormalization): w = scale / sqrt(var + eps), b = bias - mean * w,
+    float32 constants (one rounding per operation); None when ORT keeps the BatchNormalization."""
+    if any(o for o in n.outputs[1:]) or int(n.attr("spatial", 1) or 1) != 1 or int(n.attr("training_mode", 0) or 0) \
+            or len(n.inputs) < 5:
+        return None
+    params = []
+    for name in n.inputs[1:5]:
+        t = graph.tensors.get(name) if name else None
+        if t is None or t.const is None or t.dtype != "float32" or np.shape(t.const) != (channels,):
+            return None
+        params.append(np.asarray(t.const, np.float32))
+    scale, bias, mean, var = params
+    f32 = np.float32
+    w = (scale / np.sqrt((var + f32(n.attr("epsilon", 1e-5))).astype(f32))).astype(f32)
+    b = (bias - (mean * w).astype(f32)).astype(f32)
+    names = []
+    for suffix, v in (("_nchwc_W", w.reshape(channels, 1, 1, 1)), ("_nchwc_B", b)):
+        name = n.name + suffix
+        while name in tensors:
+            name += "_"
+        tensors[name] = TensorInfo(name=name, shape=tuple(v.shape), dtype="float32", const=v)
+        names.append(name)
+    attrs = {"group": channels, "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
+             "pads": [0, 0, 0, 0], "layout": "NCHW", "weight_layout": "OIHW", MARK: block}
+    return Node(name=n.name, op="Conv", inputs=[n.inputs[0]] + names, outputs=[n.outputs[0]], attrs=attrs,
+                source_op=n.source_op or n.op, index=n.index)
+
+
+def _sum_fusion(graph: Graph, n: Node, nodes: list, where: dict[str, int], consumers) -> int | None:
+    """Index in ``nodes`` of the NCHWc Conv ORT fuses this two-input Add into (Conv/Sum fusion:
+    nchwc_transformer.cc TransformBinary), or None.  The first input whose producer is an NCHWc Conv
+    used once (by this Add, not a graph output) and not fused with a Sum already is taken."""
+    if n.op != "Add" or len(n.inputs) != 2 or not all(n.inputs) or n.inputs[0] == n.inputs[1]:
+        return None
+    for name in n.inputs:
+        i = where.get(name)
+        p = nodes[i] if i is not None else None
+        if (p is not None and p.op in ("Conv", "DepthwiseConv") and p.attr(MARK) and len(p.inputs) < 4
+                and len(consumers.get(name, [])) == 1 and name not in graph.outputs):
+            return i
+    return None
+
+
+def mark_nchwc(graph: Graph, block: int) -> Graph:
+    """A copy of ``graph`` whose Conv and Resize nodes ORT converts to NCHWc carry ``_ort_nchwc =
+    block``; an Add ORT fuses into an NCHWc Conv is removed and its other input becomes the Conv's
+    fourth input (the Sum the Conv accumulates onto), the Conv taking the Add's place and output."""
     nchwc: dict[str, int] = {}  # float tensor in NCHWc layout -> logical channel count
-    nodes = []
+    consumers = graph.consumers()
+    tensors = dict(graph.tensors)
+    nodes: list = []
+    where: dict[str, int] = {}  # output name -> index in nodes
     for n in graph.nodes:
         out = n.outputs[0] if n.outputs else ""
         ins = [i for i in n.inputs if i]
@@ -122,11 +185,25 @@ def mark_nchwc_resize(graph: Graph, block: int) -> Graph:
             channels = _pool_channels(graph, n, block)
         elif n.op in ("Conv", "DepthwiseConv"):
             channels = _conv_channels(graph, n, block)
-        elif n.op in _KEEP_UNARY and ins and ins[0] in nchwc:
+            if channels is not None:
+                n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
+        elif n.op in _KEEP_UNARY and ins and ins[0] in nchwc \
+                and (n.op not in _GLOBAL_POOLS or nchwc[ins[0]] % block == 0):  # TransformPool's check
             channels = nchwc[ins[0]]
+            if n.op == "GlobalAveragePool":
+                n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
+            elif n.op == "BatchNormalization":
+                n = _bn_as_conv(graph, n, channels, block, tensors) or n
         elif n.op in ("Add", "Sum", "Mul") and ins and all(i in nchwc for i in ins) \
                 and len({nchwc[i] for i in ins}) == 1 and _shapes_equal(graph, ins):
             channels = nchwc[ins[0]]
+            k = _sum_fusion(graph, n, nodes, where, consumers)
+            if k is not None:
+                conv = nodes[k]
+                other = n.inputs[1] if conv.outputs[0] == n.inputs[0] else n.inputs[0]
+                bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+                n = dataclasses.replace(conv, inputs=conv.inputs[:2] + [bias, other], outputs=[out])
+                nodes[k] = None
         elif n.op == "Concat" and int(n.attr("axis", 0)) == 1 and ins and all(i in nchwc for i in ins) \
                 and all(nchwc[i] % block == 0 for i in ins):
             channels = sum(nchwc[i] for i in ins)
@@ -136,13 +213,15 @@ def mark_nchwc_resize(graph: Graph, block: int) -> Graph:
         if channels is not None and out and graph.tensors.get(out) is not None \
                 and graph.tensors[out].dtype == "float32":
             nchwc[out] = channels
+        for o in n.outputs:
+            where[o] = len(nodes)
         nodes.append(n)
-    return graph.replace(nodes=nodes)
+    return graph.replace(nodes=[n for n in nodes if n is not None], tensors=tensors)
 
 
 def _pass(block: int) -> Callable[[Graph], Graph]:
     def run(graph: Graph) -> Graph:
-        return mark_nchwc_resize(graph, block)
+        return mark_nchwc(graph, block)
     run.__name__ = f"ort_nchwc{block}"
     return run
 

@@ -12,10 +12,11 @@ with ``sgemm`` in MLAS's order (refinterp/kernels/onnxruntime/float_sgemm.py: K 
 thread split of the ORT intra-op pool).  Spatial float Convs (NCHW, any group count, depthwise
 included) follow MLAS's expand-then-GEMM order (float_conv_expand.py).  A batch of several images is
 computed image by image (MlasConv's batch-group work items; GemmDirect then runs one single-threaded
-GEMM per image).  Every other float Conv (grouped pointwise convs, the one-input-channel GemmDirect shapes, MLAS's M1
-segments of a threaded GEMM, and convolutions ORT rewrites to NCHWc, which this kernel does not know
-about) runs the generic ``float`` kernel, whose summation order is NumPy/BLAS's, not MLAS's (may
-differ by a few ulp).
+GEMM per image).  A Conv the ``ort_nchwc16`` / ``ort_nchwc8`` pass marked (ORT_ENABLE_ALL's NCHWc
+rewrite of a constant-weight Conv) runs MlasNchwcConv's order (float_conv_nchwc.py), with the Sum of an
+Add ORT fused into it as a fourth input.  Every other float Conv (grouped pointwise convs, the
+one-input-channel GemmDirect shapes, MLAS's one-row M1 segments of a threaded GEMM) runs the generic
+``float`` kernel, whose summation order is NumPy/BLAS's, not MLAS's (may differ by a few ulp).
 
 ``threads`` (plan): ORT's default intra-op thread count, the number of physical cores available to
 the process (onnxruntime/core/platform/posix/env.cc, GetDefaultThreadCount via cpuinfo).
@@ -29,11 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from refinterp.errors import InputError
 from .common import is_quantized
 from .float_conv_expand import expand_then_gemm
+from .float_conv_nchwc import nchwc_conv
 from .float_sgemm import mlas_sgemm
 from ..registry import Delegate, kernel, require
 from ..spatial import ints, resolve_window
+from refinterp.passes.ort_nchwc import MARK
 
 VARIANT = "ort_float"
 
@@ -62,9 +66,11 @@ class OrtFloatConvPlan:
     threads: int
     fallback: Any     # (kernel, plan) of the generic float Conv
     expand: bool = False  # a spatial NCHW group-1 conv: MLAS's expand-then-GEMM order
+    nchwc: int = 0  # NCHWc block of the NchwcTransformer's rewrite (float_conv_nchwc.py), else 0
 
     def describe(self) -> dict:
-        how = ("MLAS SGEMM order (GemmDirect)" if self.pointwise else
+        how = (f"MLAS NCHWc{self.nchwc} order (MlasNchwcConv)" if self.nchwc else
+               "MLAS SGEMM order (GemmDirect)" if self.pointwise else
                "MLAS SGEMM order (expand then GEMM)" if self.expand else "generic float conv")
         return {"executed_by": how, "threads": self.threads}
 
@@ -96,6 +102,8 @@ def _prepare(node, ctx):
         return Delegate(k, k.prepare(node, ctx))  # the session runs and reports it as the ort kernel
     fk = require(node.op, "float")  # Conv, or DepthwiseConv (the loader's name for group == channels)
     fplan = fk.prepare(node, ctx)
+    if node.attr(MARK) and _plain(node, fplan):
+        return OrtFloatConvPlan(node.name, False, physical_cores(), (fk, fplan), nchwc=int(node.attr(MARK)))
     if _pointwise(node, fplan):
         return OrtFloatConvPlan(node.name, True, physical_cores(), (fk, fplan))
     if _plain(node, fplan):
@@ -104,12 +112,15 @@ def _prepare(node, ctx):
 
 
 @kernel(("Conv", "DepthwiseConv"), VARIANT, prepare=_prepare)
-def ort_float_conv(plan, x, w, b=None):
+def ort_float_conv(plan, x, w, b=None, s=None):
+    """``s``: the Sum of an Add ORT fused into an NCHWc Conv (passes/ort_nchwc.py)."""
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, x, w, b)
     fk, fplan = plan.fallback
     x = np.asarray(x)
     w = np.asarray(w)
+    if plan.nchwc:
+        return _nchwc(plan, fplan, x, w, b, s)
     if x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] > 1:
         # MlasConv with several images runs each image's GEMMs as a work item (GemmDirect: one
         # single-threaded MlasGemm per image; the other algorithms as for one image)
@@ -146,3 +157,23 @@ def _expand(plan, fplan, x, w, group: int):
             (win.kernel[1] == x.shape[3] or (win.kernel[0] == x.shape[2] and win.kernel[1] == 1)):
         return None, shape  # MLAS's one-channel GemmDirect forms: not modelled
     return expand_then_gemm(x[0], w, win, plan.threads, group), shape
+
+
+def _nchwc(plan, fplan, x, w, b, s):
+    """MlasNchwcConv's order (float_conv_nchwc.py) for the 4-D float32 Conv the pass marked."""
+    if x.dtype != np.float32 or x.ndim != 4 or w.ndim != 4:
+        raise InputError(f"node '{plan.name}': the NCHWc Conv takes a 4-D float32 input, got {x.dtype} {x.shape}")
+    group = fplan.group or x.shape[1]
+    if w.shape[1] * group != x.shape[1] or w.shape[0] % group:
+        raise InputError(f"node '{plan.name}': input {x.shape} does not match weights {w.shape} with group {group}")
+    win = resolve_window(x.shape[2:], w.shape[2:], ints(fplan.strides, 2, 1), ints(fplan.dilations, 2, 1),
+                         fplan.pads, fplan.auto_pad, where=fplan.name)
+    shape = (x.shape[0], w.shape[0]) + tuple(win.out)
+    if s is not None:
+        s = np.asarray(s, np.float32)
+        if s.shape != shape:
+            raise InputError(f"node '{plan.name}': the fused Add's other input has shape {s.shape}, "
+                             f"the Conv output {shape}")
+    if any(o <= 0 for o in win.out) or x.shape[0] == 0:
+        return np.zeros(shape, np.float32)
+    return nchwc_conv(x, w, b, s, group, win.strides, win.dilations, win.pad_begin, win.pad_end, win.out, plan.nchwc)

@@ -15,8 +15,18 @@ Numeric contract for C = A (M x K) @ B (K x N), alpha = 1, beta = 0, float32 thr
 * the first K block stores acc, each later block stores fl(acc + C) (vfmadd213ps with alpha 1);
 * a conv bias is added afterwards with one float32 addition (MlasActivation, identity).
 
-A segment with Mseg == 1, or N == 1 (B and C column vectors), takes MLAS's M1 kernels (a different
-order, not modelled): ``mlas_sgemm`` returns None for them.
+N == 1 (B and C column vectors, A not transposed) takes MlasSgemmKernelM1TransposeBAvx
+(x86_64/SgemmKernelM1TransposeBAvx.S) on each segment, one call over the full K, no FMA: per row
+of A eight lanes, lane l summing fl(a[m,k] * b[k]) for k = l, l + 8, ... in increasing k (vmulps,
+vaddps; a partial last group adds +0 products), then the lanes reduced by the row's block of the
+segment's rows (taken in fours from the segment's first row, then a pair, then one)::
+
+    four:  (((l0 + l1) + l2) + l3) + (((l4 + l5) + l6) + l7)
+    pair:  ((l0 + l2) + (l4 + l6)) + ((l1 + l3) + (l5 + l7))
+    one:   ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))
+
+and C = fl(that + 0) (beta 0).  A segment with Mseg == 1 takes the M1 kernel of SgemmKernelM1Avx.S
+(not modelled here): ``mlas_sgemm`` returns None for it.
 
 A prepacked B (MlasGemmPackB: ORT's MatMul / Gemm with a constant B; ``mlas_sgemm_packed``) takes
 MlasSgemmPackedOperation instead: K blocks of a fixed 256 (MLAS_SGEMM_PACKED_STRIDEK), the same FMA
@@ -144,16 +154,48 @@ def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compil
             k0 = k1
 
 
+@njit(cache=True)
+def _m1_transb(a, x, c, m0, mc):  # pragma: no cover - compiled
+    """c[m0:m0+mc] = a[m0:m0+mc] @ x in SgemmKernelM1TransposeBAvx's order (module docstring)."""
+    k = a.shape[1]
+    lanes = np.empty(8, np.float32)
+    end = m0 + mc
+    r = m0
+    while r < end:
+        block = 4 if end - r >= 4 else (2 if end - r >= 2 else 1)
+        for row in range(r, r + block):
+            lanes[:] = np.float32(0.0)
+            for kk in range(k):
+                lanes[kk % 8] = np.float32(lanes[kk % 8] + np.float32(x[kk] * a[row, kk]))
+            l0, l1, l2, l3, l4, l5, l6, l7 = lanes[0], lanes[1], lanes[2], lanes[3], lanes[4], lanes[5], lanes[6], lanes[7]
+            if block == 4:
+                v = np.float32(np.float32(np.float32(np.float32(l0 + l1) + l2) + l3)
+                               + np.float32(np.float32(np.float32(l4 + l5) + l6) + l7))
+            elif block == 2:
+                v = np.float32(np.float32(np.float32(l0 + l2) + np.float32(l4 + l6))
+                               + np.float32(np.float32(l1 + l3) + np.float32(l5 + l7)))
+            else:
+                v = np.float32(np.float32(np.float32(l0 + l1) + np.float32(l2 + l3))
+                               + np.float32(np.float32(l4 + l5) + np.float32(l6 + l7)))
+            c[row] = np.float32(v + np.float32(0.0))
+        r += block
+
+
 def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
-    """float32 (M, K) @ (K, N) in MLAS's order, or None when a segment would take an M1 kernel."""
+    """float32 (M, K) @ (K, N) in MLAS's order, or None when a segment would take the (row) M1 kernel."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
     n = b.shape[1]
     segs = segments(m, n, k, threads)
-    # M1 kernels: a one-row segment, or N == 1 (then ldb == ldc == 1: the transposed-B M1 kernel)
-    if k == 0 or n == 1 or any(mc == 1 for _, mc, _, _ in segs):
+    # a one-row segment takes SgemmKernelM1Avx (not modelled); N == 1 the transposed-B M1 kernel
+    if k == 0 or any(mc == 1 for _, mc, _, _ in segs):
         return None
+    if n == 1:
+        col = np.empty(m, np.float32)
+        for m0, mc, _, _ in segs:
+            _m1_transb(a, b[:, 0].copy(), col, m0, mc)
+        return col.reshape(m, 1)
     c = np.empty((m, n), np.float32)
     at = None
     for m0, mc, n0, nc in segs:
