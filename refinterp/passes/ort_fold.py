@@ -94,7 +94,8 @@ def ort_conv_fold(graph: Graph) -> Graph:
     while i < len(nodes):
         conv = nodes[i]
         i += 1
-        if conv is None or conv.op not in ("Conv", "DepthwiseConv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
+        if conv is None or conv.op not in ("Conv", "DepthwiseConv") or len(conv.inputs) < 2 or len(conv.outputs) != 1 \
+                or (conv.attr("layout") or "NCHW") != "NCHW" or (conv.attr("weight_layout") or "OIHW") != "OIHW":
             continue
         while True:
             g = graph.replace(nodes=[n for n in nodes if n is not None], tensors=tensors)

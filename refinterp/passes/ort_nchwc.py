@@ -67,7 +67,8 @@ def _pool_channels(graph: Graph, n: Node, block: int) -> int | None:
 
 
 def _conv_channels(graph: Graph, n: Node, block: int) -> int | None:
-    if len(n.inputs) < 2 or _float4d(graph, n.inputs[0]) is None:
+    if len(n.inputs) < 2 or _float4d(graph, n.inputs[0]) is None \
+            or (n.attr("layout") or "NCHW") != "NCHW" or (n.attr("weight_layout") or "OIHW") != "OIHW":
         return None
     w = graph.tensors.get(n.inputs[1])
     if w is None or w.const is None or w.dtype != "float32" or np.ndim(w.const) != 4:

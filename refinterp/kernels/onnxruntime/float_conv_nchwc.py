@@ -86,7 +86,10 @@ def nchwc_conv(x: np.ndarray, w: np.ndarray, b, s, group: int, strides, dilation
     for i in range(n):
         xp = np.zeros((c, h + pad_begin[0] + pad_end[0], wd + pad_begin[1] + pad_end[1]), np.float32)
         xp[:, pad_begin[0]:pad_begin[0] + h, pad_begin[1]:pad_begin[1] + wd] = x[i]
-        out = np.array(s[i], np.float32) if s is not None else np.empty((o, oh, ow), np.float32)
+        out = np.array(s[i], np.float32) if s is not None else np.zeros((o, oh, ow), np.float32)
+        if cg == 0 or o == 0:  # no input channels: the Sum (or zeros), then the bias
+            result[i] = out
+            continue
         _conv_image(xp, w32, out, s is not None, group, seg, strides[0], strides[1], dilations[0], dilations[1])
         result[i] = out
     if b is not None:
