@@ -49,3 +49,55 @@ def test_mlas_activation_bit_exact(op, fn, tmp_path):
     assert np.array_equal(ours.view(np.int32), want.view(np.int32))
     generic = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
     assert not np.array_equal(generic.view(np.int32), want.view(np.int32))  # why the variant exists
+
+
+def _erf_inputs() -> np.ndarray:
+    """Both polynomial branches and their split (0.921875), the 3.925 clamp, signed zeros, NaN and
+    infinities, tiny values, and a dense sweep."""
+    rng = np.random.default_rng(9)
+    special = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-8, 0.921875, np.nextafter(np.float32(0.921875), np.float32(1)),
+                        -0.921875, 3.925, 3.93, -3.93, 5.0, 1e30, -1e30, np.inf, -np.inf, np.nan], np.float32)
+    return np.concatenate([special, (rng.standard_normal(40000) * 2).astype(np.float32),
+                           np.linspace(-5, 5, 20003, dtype=np.float32)])
+
+
+GELU_FAMILY = {  # name -> (op, domain, attrs, with bias, opset)
+    "Erf": ("Erf", "", {}, False, 17),
+    "Gelu-none": ("Gelu", "", {}, False, 20),
+    "Gelu-tanh": ("Gelu", "", {"approximate": "tanh"}, False, 20),
+    "ms.Gelu": ("Gelu", "com.microsoft", {}, False, 17),
+    "ms.BiasGelu": ("BiasGelu", "com.microsoft", {}, True, 17),
+    "ms.FastGelu": ("FastGelu", "com.microsoft", {}, False, 17),
+    "ms.FastGelu-bias": ("FastGelu", "com.microsoft", {}, True, 17),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GELU_FAMILY))
+def test_mlas_erf_and_gelu_family_bit_exact(case, tmp_path):
+    """ORT's MlasComputeErf (FMA3 kernel) and its Gelu / BiasGelu / FastGelu steps
+    (kernels/onnxruntime/float_erf.py), bit for bit; NumPy-order GELU differs."""
+    op, domain, attrs, with_bias, opset = GELU_FAMILY[case]
+    x = _erf_inputs() if op == "Erf" else _erf_inputs()[17:]  # GELU of inf / NaN: not compared
+    x = x[: x.size // 64 * 64].reshape(-1, 64)
+    feeds = {"x": x}
+    ins = ["x"]
+    inits = []
+    if with_bias:
+        inits = [onnx.numpy_helper.from_array(np.random.default_rng(1).normal(0, 1, 64).astype(np.float32), "b")]
+        ins.append("b")
+    g = helper.make_graph([helper.make_node(op, ins, ["y"], domain=domain, **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if domain else [])
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 9
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run(feeds)["y"]
+    assert np.array_equal(ours.view(np.int32), want.view(np.int32)), \
+        f"{np.mean(ours.view(np.int32) != want.view(np.int32)):.3%} differ"
+    generic = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
+    assert not np.array_equal(generic.view(np.int32), want.view(np.int32))  # why the variant exists
