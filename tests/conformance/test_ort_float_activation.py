@@ -101,3 +101,35 @@ def test_mlas_erf_and_gelu_family_bit_exact(case, tmp_path):
         f"{np.mean(ours.view(np.int32) != want.view(np.int32)):.3%} differ"
     generic = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
     assert not np.array_equal(generic.view(np.int32), want.view(np.int32))  # why the variant exists
+
+
+@pytest.mark.parametrize("with_bias,skip_2d", [(False, False), (True, True)])
+def test_skip_simplified_layer_norm_bit_exact(tmp_path, with_bias, skip_2d):
+    """com.microsoft.SkipSimplifiedLayerNormalization (the residual add + RMS norm ORT's transformer
+    optimizer emits): sequential float32 sums (kernels/onnxruntime/float_layernorm.py); every output
+    ONNX Runtime gives is compared."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(0.3, 2, (3, 37, 768)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(rng.normal(0, 1, (37, 768) if skip_2d else x.shape).astype(np.float32), "k"),
+             onnx.numpy_helper.from_array(rng.normal(1, 0.1, 768).astype(np.float32), "g")]
+    ins = ["x", "k", "g"]
+    if with_bias:
+        inits.append(onnx.numpy_helper.from_array(rng.normal(0, 0.1, 768).astype(np.float32), "b"))
+        ins.append("b")
+    outs = ["y", "", "inv", "sum"]
+    g = helper.make_graph([helper.make_node("SkipSimplifiedLayerNormalization", ins, outs, domain="com.microsoft",
+                                            epsilon=1e-6)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs if o], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"x": x})
+    for name, w in zip(["y", "inv", "sum"], want):
+        assert ours[name].shape == w.shape and np.array_equal(ours[name].view(np.int32), w.view(np.int32)), name
+    generic = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
+    assert not np.array_equal(generic.view(np.int32), want[0].view(np.int32))
