@@ -41,7 +41,8 @@ MNV2 = CACHE / "mobilenet_v2_224_int8.tflite"
 # QDQ MobileNetV2-224 ONNX models made by tools/make_bench_models.py with this interpreter (no tensorflow)
 GENERATED_ONNX = {"mnv2_224_qdq": CACHE / "mobilenet_v2_224_qdq.onnx",
                   "mnv2_224_qdq_u8": CACHE / "mobilenet_v2_224_qdq_u8.onnx",
-                  "llm_int4": CACHE / "llm_int4_matmulnbits.onnx"}
+                  "llm_int4": CACHE / "llm_int4_matmulnbits.onnx",
+                  "mnv2_224_f32": CACHE / "mobilenet_v2_224_f32.onnx"}
 MODELS = {
     "small": ("tflite", REPO / "tests/fixtures/tflite/mobilenet_v2_tiny_int8.tflite"),
     "mnv2_224": ("tflite", MNV2),
@@ -50,6 +51,8 @@ MODELS = {
     "mnv2_224_qdq_u8": ("onnx", GENERATED_ONNX["mnv2_224_qdq_u8"]),
     # int4 weight-only MatMulNBits at accuracy_level 4 (CPU only: the QNN EP does not take it)
     "llm_int4": ("onnx_cpu", GENERATED_ONNX["llm_int4"]),
+    # the float MobileNetV2-224 (ORT_ENABLE_ALL: NCHWc convolutions; refinterp's float_conv_nchwc.py)
+    "mnv2_224_f32": ("onnx_cpu", GENERATED_ONNX["mnv2_224_f32"]),
 }
 
 

@@ -228,8 +228,14 @@ def llm_int4_layers(layers: int = 4, width: int = 2048, block: int = 32) -> byte
     return m.SerializeToString()
 
 
+def mobilenet_v2_224_f32() -> bytes:
+    """The float MobileNetV2-224 the QDQ models are quantized from (ONNX, opset 13)."""
+    return _Builder(SEED).mobilenet_v2().SerializeToString()
+
+
 FILES = {"mnv2_224": "mobilenet_v2_224_int8.tflite", "mnv2_224_qdq": "mobilenet_v2_224_qdq.onnx",
-         "mnv2_224_qdq_u8": "mobilenet_v2_224_qdq_u8.onnx", "llm_int4": "llm_int4_matmulnbits.onnx"}
+         "mnv2_224_qdq_u8": "mobilenet_v2_224_qdq_u8.onnx", "llm_int4": "llm_int4_matmulnbits.onnx",
+         "mnv2_224_f32": "mobilenet_v2_224_f32.onnx"}
 
 
 def main() -> None:
@@ -243,7 +249,8 @@ def main() -> None:
     for m in args.model or ["mnv2_224"]:
         path = out / FILES[m]
         data = {"mnv2_224": mobilenet_v2_224_int8, "mnv2_224_qdq": lambda: mobilenet_v2_224_qdq("int8"),
-                "mnv2_224_qdq_u8": lambda: mobilenet_v2_224_qdq("uint8"), "llm_int4": llm_int4_layers}[m]()
+                "mnv2_224_qdq_u8": lambda: mobilenet_v2_224_qdq("uint8"), "llm_int4": llm_int4_layers,
+                "mnv2_224_f32": mobilenet_v2_224_f32}[m]()
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)

@@ -19,6 +19,9 @@ block, 16 floats with AVX-512F, 8 with AVX2), restricted to float32 tensors:
   marked Conv used only by this Add is fused into that Conv (the Conv gets the other operand as a
   fourth input, the Sum, and the Add's output); a Relu / Sigmoid / Tanh after it is fused by ORT too,
   which does not change a bit (the same MLAS activation), so it stays a node here;
+* a Clip (constant bounds) / LeakyRelu / HardSigmoid that is the only user of a marked Conv is
+  fused into it by ORT's ConvActivationFusion before the NCHWc rewrite, so its output stays NCHWc
+  (numerically the same activation; the node stays);
 * GlobalMaxPool / GlobalAveragePool (channel count divisible by the block), Relu / Sigmoid / Tanh,
   BatchNormalization, Add / Sum / Mul (all
   inputs NCHWc, one channel count, equal static shapes) and Concat (axis 1, every input NCHWc with
@@ -49,6 +52,7 @@ from ..ir import Graph, Node, TensorInfo
 MARK = "_ort_nchwc"
 _KEEP_UNARY = ("GlobalMaxPool", "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "BatchNormalization")
 _GLOBAL_POOLS = ("GlobalMaxPool", "GlobalAveragePool")
+_FUSED_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 _LINEAR_CTMS = ("half_pixel", "align_corners", "asymmetric")
 
 
@@ -154,6 +158,23 @@ def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict)
                 source_op=n.source_op or n.op, index=n.index)
 
 
+def _fused_activation(graph: Graph, n: Node, nodes: list, where: dict[str, int], consumers) -> bool:
+    """True when ORT's ConvActivationFusion (level 2, before the NchwcTransformer) folds this Clip /
+    LeakyRelu / HardSigmoid into the NCHWc Conv producing its input, whose output then stays NCHWc:
+    the Conv's output feeds only this node and is not a graph output; a Clip's bounds are constants.
+    (The activation itself computes the same as the separate node: MlasActivation.)"""
+    src = n.inputs[0]
+    i = where.get(src)
+    p = nodes[i] if i is not None else None
+    if p is None or p.op not in ("Conv", "DepthwiseConv") or not p.attr(MARK) or len(p.inputs) > 3 \
+            or len(consumers.get(src, [])) != 1 or src in graph.outputs:
+        return False
+    if n.op == "Clip":
+        return all(graph.tensors.get(b) is not None and graph.tensors[b].const is not None
+                   for b in n.inputs[1:] if b)
+    return True
+
+
 def _sum_fusion(graph: Graph, n: Node, nodes: list, where: dict[str, int], consumers) -> int | None:
     """Index in ``nodes`` of the NCHWc Conv ORT fuses this two-input Add into (Conv/Sum fusion:
     nchwc_transformer.cc TransformBinary), or None.  The first input whose producer is an NCHWc Conv
@@ -188,6 +209,8 @@ def mark_nchwc(graph: Graph, block: int) -> Graph:
             channels = _conv_channels(graph, n, block)
             if channels is not None:
                 n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
+        elif n.op in _FUSED_ACTIVATIONS and ins and ins[0] in nchwc and _fused_activation(graph, n, nodes, where, consumers):
+            channels = nchwc[ins[0]]
         elif n.op in _KEEP_UNARY and ins and ins[0] in nchwc \
                 and (n.op not in _GLOBAL_POOLS or nchwc[ins[0]] % block == 0):  # TransformPool's check
             channels = nchwc[ins[0]]

@@ -175,3 +175,22 @@ def test_published_mobilenetv3_classifier_at_default_optimisation():
     y = got["save_infer_model/scale_0.tmp_1"]
     assert np.array_equal(_bits(y), _bits(want)), np.abs(y - want).max()
     assert not np.array_equal(_bits(_ort(path.read_bytes(), {"x": x}, "ORT_DISABLE_ALL")), _bits(want))
+
+
+def test_float_mobilenet_v2_224_at_default_optimisation(tmp_path):
+    """The float MobileNetV2-224 of the benchmarks (tools/make_bench_models.py --model mnv2_224_f32:
+    BatchNormalization folded, ReLU6 as Clip, residual Adds, GlobalAveragePool, Gemm): ORT fuses the
+    Clips into its NCHWc Convs (ConvActivationFusion) and the residual Adds into the projection
+    Convs; the logits equal ORT_ENABLE_ALL bit for bit, where ORT_DISABLE_ALL gives other bits."""
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "tools/make_bench_models.py"), "--model", "mnv2_224_f32",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "mobilenet_v2_224_f32.onnx"
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+    want = _ort(path.read_bytes(), {"input": x}, "ORT_ENABLE_ALL")
+    got = refinterp.Session(refinterp.load(path), "onnxruntime-cpu").run({"input": x})["logits"]
+    assert np.array_equal(_bits(got), _bits(want)), np.abs(got - want).max()
+    assert not np.array_equal(_bits(_ort(path.read_bytes(), {"input": x}, "ORT_DISABLE_ALL")), _bits(want))
