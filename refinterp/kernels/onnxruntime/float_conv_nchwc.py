@@ -39,37 +39,54 @@ def segment_size(cg: int, og: int, kernel: tuple[int, int], padded: bool, block:
     return 1  # depthwise (cg == og == 1) and the NCHW-input algorithm both take one channel at a time
 
 
+OUT_BLOCK = 8   # output channels computed together (each keeps its own FMA chains)
+TILE = 64       # output columns per tile
+
+
 @njit(cache=True, parallel=True)
 def _conv_image(xp, w, out, has_init, group, seg, sh, sw, dh, dw):  # pragma: no cover - compiled
     """out[oc] (OH, OW) for one zero-padded image ``xp`` (C, Hp, Wp) in the module's order;
-    ``has_init``: out already holds the fused Sum tensor."""
+    ``has_init``: out already holds the fused Sum tensor.  Output channels of one group are taken
+    OUT_BLOCK at a time and output rows in tiles of TILE columns, so the input row is read once for
+    the block; every output element's chain (segments, taps, channels) is the module's order."""
     o_total, cg, kh_n, kw_n = w.shape
     og = o_total // group
     oh_n, ow_n = out.shape[1], out.shape[2]
-    for oc in prange(o_total):
-        g = oc // og
-        acc = np.empty((oh_n, ow_n), np.float32)
-        first = True
-        for s0 in range(0, cg, seg):
-            s1 = min(cg, s0 + seg)
-            acc[:, :] = np.float32(0.0)
-            for kh in range(kh_n):
-                for kw in range(kw_n):
-                    for c in range(s0, s1):
-                        wv = w[oc, c, kh, kw]
-                        plane = xp[g * cg + c]
-                        for i in range(oh_n):
-                            row = plane[i * sh + kh * dh]
-                            arow = acc[i]
-                            for j in range(ow_n):
-                                arow[j] = _fma32(row[j * sw + kw * dw], wv, arow[j])
-            if first and not has_init:
-                out[oc] = acc
-            else:
-                for i in range(oh_n):
-                    for j in range(ow_n):
-                        out[oc, i, j] = np.float32(acc[i, j] + out[oc, i, j])
-            first = False
+    blocks_per_group = (og + OUT_BLOCK - 1) // OUT_BLOCK
+    for b in prange(group * blocks_per_group):
+        g = b // blocks_per_group
+        o0 = g * og + (b % blocks_per_group) * OUT_BLOCK
+        nob = min(OUT_BLOCK, g * og + og - o0)
+        acc = np.empty((OUT_BLOCK, TILE), np.float32)
+        xbuf = np.empty(TILE, np.float32)
+        for i in range(oh_n):
+            for j0 in range(0, ow_n, TILE):
+                tw = min(TILE, ow_n - j0)
+                first = True
+                for s0 in range(0, cg, seg):
+                    s1 = min(cg, s0 + seg)
+                    acc[:, :] = np.float32(0.0)
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            for c in range(s0, s1):
+                                base = j0 * sw + kw * dw
+                                row = xp[g * cg + c, i * sh + kh * dh]
+                                for t in range(tw):  # a contiguous copy: the FMA loop below vectorises
+                                    xbuf[t] = row[base + t * sw]
+                                for ol in range(nob):
+                                    wv = w[o0 + ol, c, kh, kw]
+                                    arow = acc[ol]
+                                    for t in range(tw):
+                                        arow[t] = _fma32(xbuf[t], wv, arow[t])
+                    for ol in range(nob):
+                        orow = out[o0 + ol, i]
+                        if first and not has_init:
+                            for t in range(tw):
+                                orow[j0 + t] = acc[ol, t]
+                        else:
+                            for t in range(tw):
+                                orow[j0 + t] = np.float32(acc[ol, t] + orow[j0 + t])
+                    first = False
 
 
 def nchwc_conv(x: np.ndarray, w: np.ndarray, b, s, group: int, strides, dilations, pad_begin, pad_end,
