@@ -207,3 +207,43 @@ def test_float_matmul_gemm_constant_b_bit_exact(tmp_path, case):
     assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
         f"{np.mean(_bits(got) != _bits(want)):.2%} differ"
     print(f"\n{case}: bit-exact; the generic kernel differs on {np.mean(_bits(generic) != _bits(want)):.1%}")
+
+
+MATMUL_ADD = {  # (A shape, bias shape, bias as the Add's first input)
+    "2d-bias-n": ((8, 300), (64,), False),
+    "3d-reshaped-bias-first": ((2, 8, 300), (64,), True),
+    "row-bias-1n": ((1, 600), (1, 64), False),
+    "column-bias-m1": ((5, 300), (5, 1), False),
+    "full-bias-mn": ((5, 70), (5, 64), False),
+    "4d-reshaped": ((3, 4, 5, 600), (64,), False),
+    "1d-a": ((700,), (64,), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MATMUL_ADD))
+def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
+    """ORT's MatMulAddFusion turns MatMul (constant B) + Add into a Gemm with the bias as C (A of
+    another rank reshaped around it): pass ort_matmul_add, then the packed-B Gemm order."""
+    ashape, cshape, first = MATMUL_ADD[case]
+    rng = np.random.default_rng(len(case))
+    inits = [numpy_helper.from_array(rng.normal(0, 1, (ashape[-1], 64)).astype(np.float32), "B"),
+             numpy_helper.from_array(rng.normal(0, 1, cshape).astype(np.float32), "C")]
+    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"]), helper.make_node("Add", ["C", "m"] if first else ["m", "C"], ["y"])]
+    x = rng.normal(0, 1, ashape).astype(np.float32)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(ashape))],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 9
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    want = {}
+    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        so.log_severity_level = 3
+        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+    got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
+    assert got.shape == want["ORT_ENABLE_ALL"].shape and np.array_equal(_bits(got), _bits(want["ORT_ENABLE_ALL"]))
+    print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on "
+          f"{np.mean(_bits(want['ORT_DISABLE_ALL']) != _bits(want['ORT_ENABLE_ALL'])):.1%}")

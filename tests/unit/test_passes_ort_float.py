@@ -127,3 +127,25 @@ def test_global_average_pool_marked_only_on_block_aligned_nchwc_input(tmp_path):
         return ort_nchwc16(_graph(tmp_path, nodes, [_w("w", c_out, 16, 1, 1)])).nodes[1]
     assert run(32).attr(MARK) == 16
     assert run(24).attr(MARK) is None
+
+
+@pytest.mark.parametrize("why", ["runtime-b", "used-twice", "bias-shape", "fused"])
+def test_matmul_add_fusion_conditions(tmp_path, why):
+    from refinterp.passes import ort_matmul_add
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "b" if why == "runtime-b" else "B"], ["m"]),
+         helper.make_node("Add", ["m", "C2" if why == "bias-shape" else "C"], ["y"])]
+        + ([helper.make_node("Relu", ["m"], ["r"])] if why == "used-twice" else []), "g",
+        [helper.make_tensor_value_info("x", F, [4, 8])] +
+        ([helper.make_tensor_value_info("b", F, [8, 6])] if why == "runtime-b" else []),
+        [helper.make_tensor_value_info("y", F, None)] + ([helper.make_tensor_value_info("r", F, None)]
+                                                        if why == "used-twice" else []),
+        [_w("B", 8, 6), _w("C", 6), _w("C2", 4, 6, 1)])
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    graph = refinterp.load(str(path))
+    out = ort_matmul_add(graph)
+    if why == "fused":
+        assert _ops(out) == ["Gemm"] and out.nodes[0].inputs == ["x", "B", "C"] and out.nodes[0].outputs == ["y"]
+    else:
+        assert out is graph

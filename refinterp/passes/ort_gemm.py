@@ -1,0 +1,103 @@
+"""``ort_matmul_add``: ONNX Runtime's MatMulAddFusion (onnxruntime/core/optimizer/matmul_add_fusion.cc,
+ORT_ENABLE_BASIC and up) for float MatMuls with a constant 2-D B.
+
+A float32 MatMul whose output feeds exactly one node, an Add, and is not a graph output, becomes
+``Gemm(A, B, bias)`` (alpha = beta = 1) with the Add's other input as the bias when that bias is
+1-D of length N, or, for a 2-D A, (1, N), (M, 1) or (M, N).  An A of another rank must have a
+static shape: it is reshaped to (M, K) before the Gemm and the result back to A's leading dims + N
+(the bias then 1-D only).  The Gemm then runs ORT's packed-B order with C through the kernel
+(kernels/onnxruntime/float_gemm.py), which differs from MatMul-then-Add on about a third of the
+values.  A MatMul with a run-time B is fused by ORT too but is left alone here: ORT's Gemm with a
+run-time B and a C is not modelled (kernels/onnxruntime/float_gemm.py), so both forms would be
+approximate.  Measured with onnxruntime 1.32.0 (tests/conformance/test_ort_float_ops.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, TensorInfo
+
+
+def _shape(graph: Graph, name: str):
+    t = graph.tensors.get(name) if name else None
+    return None if t is None else t.shape
+
+
+def _bias_ok(bias_shape, a_shape, n: int, reshape: bool) -> bool:
+    if bias_shape is None:
+        return False
+    if len(bias_shape) == 1:
+        return bias_shape[0] == n
+    if reshape or len(bias_shape) != 2:
+        return False
+    return (bias_shape[0] == 1 and bias_shape[1] == n) or \
+        (bias_shape[0] == a_shape[0] and bias_shape[0] is not None and bias_shape[1] in (1, n))
+
+
+def _new_name(tensors: dict, base: str) -> str:
+    name = base
+    while name in tensors:
+        name += "_"
+    return name
+
+
+def ort_matmul_add(graph: Graph) -> Graph:
+    consumers = graph.consumers()
+    tensors = dict(graph.tensors)
+    replace: dict[str, list[Node]] = {}  # Add node name -> nodes that take its place
+    drop: set[str] = set()
+    for n in graph.nodes:
+        if n.op != "MatMul" or len(n.inputs) != 2 or len(n.outputs) != 1:
+            continue
+        out = n.outputs[0]
+        users = consumers.get(out, [])
+        if len(users) != 1 or out in graph.outputs or users[0].op != "Add" or len(users[0].inputs) != 2:
+            continue
+        add = users[0]
+        a, b = n.inputs
+        ta, tb = graph.tensors.get(a), graph.tensors.get(b)
+        if ta is None or tb is None or ta.dtype != "float32" or tb.const is None or np.ndim(tb.const) != 2 \
+                or ta.quant is not None or tb.quant is not None or ta.shape is None:
+            continue
+        bias = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
+        tbias = graph.tensors.get(bias)
+        if tbias is None or tbias.dtype != "float32" or tbias.quant is not None or add.inputs[0] == add.inputs[1]:
+            continue
+        k, nn = (int(d) for d in np.shape(tb.const))
+        a_shape = tuple(ta.shape)
+        reshape = len(a_shape) != 2
+        if reshape and (not a_shape or any(not isinstance(d, int) or d < 0 for d in a_shape) or a_shape[-1] != k):
+            continue
+        if not _bias_ok(tuple(tbias.shape) if tbias.shape is not None else None, a_shape, nn, reshape):
+            continue
+        y = add.outputs[0]
+        if not reshape:
+            new = [Node(name=n.name, op="Gemm", inputs=[a, b, bias], outputs=[y], attrs={},
+                        source_op="MatMul+Add", index=n.index)]
+        else:
+            m = int(np.prod(a_shape[:-1]))
+            s_in = _new_name(tensors, n.name + "_gemm_input_shape")
+            tensors[s_in] = TensorInfo(s_in, (2,), "int64", const=np.array([m, k], np.int64))
+            s_out = _new_name(tensors, n.name + "_gemm_output_shape")
+            tensors[s_out] = TensorInfo(s_out, (len(a_shape),), "int64",
+                                        const=np.array(list(a_shape[:-1]) + [nn], np.int64))
+            a2 = _new_name(tensors, n.name + "_gemm_input")
+            tensors[a2] = TensorInfo(a2, (m, k), "float32")
+            g2 = _new_name(tensors, n.name + "_gemm_output")
+            tensors[g2] = TensorInfo(g2, (m, nn), "float32")
+            new = [Node(name=n.name + "_gemm_input_reshape", op="Reshape", inputs=[a, s_in], outputs=[a2],
+                        attrs={"allowzero": 0}, source_op="Reshape", index=n.index),
+                   Node(name=n.name, op="Gemm", inputs=[a2, b, bias], outputs=[g2], attrs={},
+                        source_op="MatMul+Add", index=n.index),
+                   Node(name=n.name + "_gemm_output_reshape", op="Reshape", inputs=[g2, s_out], outputs=[y],
+                        attrs={"allowzero": 0}, source_op="Reshape", index=n.index)]
+        replace[add.name] = new
+        drop.add(n.name)
+    if not replace:
+        return graph
+    nodes = []
+    for n in graph.nodes:
+        if n.name in drop:
+            continue
+        nodes.extend(replace.get(n.name, [n]))
+    return graph.replace(nodes=nodes, tensors=tensors)
