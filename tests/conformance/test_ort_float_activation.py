@@ -133,3 +133,38 @@ def test_skip_simplified_layer_norm_bit_exact(tmp_path, with_bias, skip_2d):
         assert ours[name].shape == w.shape and np.array_equal(ours[name].view(np.int32), w.view(np.int32)), name
     generic = refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"]
     assert not np.array_equal(generic.view(np.int32), want[0].view(np.int32))
+
+
+@pytest.mark.parametrize("pattern,opset,sqrt2", [(1, 13, 1.4142135), (2, 13, 1.4142099618911743), (1, 20, 1.4142135),
+                                                 (2, 20, 1.4142135)])
+def test_erf_gelu_subgraph_fused_as_ort_does(tmp_path, pattern, opset, sqrt2):
+    """ORT's GeluFusion turns an exporter's erf GELU (Div by sqrt 2, Erf, Add 1, Mul x, Mul 0.5, in
+    either pattern) into one Gelu (com.microsoft below opset 20, ONNX Gelu from 20), which rounds
+    differently from the unfused ops: pass ort_gelu_fusion, then the MLAS Gelu steps."""
+    rng = np.random.default_rng(pattern + opset)
+    x = (rng.standard_normal((16, 257)) * 3).astype(np.float32)
+    c = {"s2": np.float32(sqrt2), "one": np.float32(1.0), "half": np.float32(0.5)}
+    inits = [onnx.numpy_helper.from_array(np.array(v), k) for k, v in c.items()]
+    nodes = [helper.make_node("Div", ["x", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["one", "e"], ["a"])]
+    if pattern == 1:
+        nodes += [helper.make_node("Mul", ["half", "x"], ["h"]), helper.make_node("Mul", ["a", "h"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    want = {}
+    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        so.log_severity_level = 3
+        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"x": x})["y"]
+    assert np.array_equal(ours.view(np.int32), want["ORT_ENABLE_ALL"].view(np.int32)), \
+        f"{np.mean(ours.view(np.int32) != want['ORT_ENABLE_ALL'].view(np.int32)):.3%} differ"
+    assert not np.array_equal(want["ORT_DISABLE_ALL"].view(np.int32), want["ORT_ENABLE_ALL"].view(np.int32))

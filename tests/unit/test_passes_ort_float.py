@@ -149,3 +149,28 @@ def test_matmul_add_fusion_conditions(tmp_path, why):
         assert _ops(out) == ["Gemm"] and out.nodes[0].inputs == ["x", "B", "C"] and out.nodes[0].outputs == ["y"]
     else:
         assert out is graph
+
+
+@pytest.mark.parametrize("why", ["fused", "erf-used-twice", "not-sqrt2", "x-from-a-mul"])
+def test_gelu_fusion_conditions(tmp_path, why):
+    """pattern 2 of ORT's GeluFusion; ORT also skips it when x itself comes from a Mul (its pattern-1
+    probe takes that Mul and fails)."""
+    from refinterp.passes import ort_gelu_fusion
+    s2 = 1.3 if why == "not-sqrt2" else 1.4142135
+    consts = [numpy_helper.from_array(np.array(np.float32(v)), k) for k, v in
+              {"s2": s2, "one": 1.0, "half": 0.5, "k": 2.0}.items()]
+    src = "x"
+    nodes = []
+    if why == "x-from-a-mul":
+        nodes.append(helper.make_node("Mul", ["x", "k"], ["x2"]))
+        src = "x2"
+    nodes += [helper.make_node("Div", [src, "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+              helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", [src, "a"], ["m"]),
+              helper.make_node("Mul", ["m", "half"], ["y"])]
+    outputs = ("y", "e") if why == "erf-used-twice" else ("y",)
+    g = _graph(tmp_path, nodes, consts, x_shape=(4, 8), outputs=outputs)
+    out = ort_gelu_fusion(g)
+    if why == "fused":
+        assert _ops(out) == ["Gelu"] and out.nodes[0].inputs == ["x"] and out.nodes[0].outputs == ["y"]
+    else:
+        assert out is g
