@@ -162,3 +162,22 @@ def ort_and_refinterp(model: ModelProto, feeds: dict, tmp_path, scheme: str = "f
     p.write_bytes(model.SerializeToString())
     g = refinterp.load(str(p))
     return want, refinterp.Session(g, scheme).run(feeds), g
+
+
+ORT_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")
+
+
+def ort_output(model, feeds: dict, level: str):
+    """ONNX Runtime CPU's first output of ``model`` (ModelProto or bytes) at GraphOptimizationLevel ``level``."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    so.log_severity_level = 3
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def ort_at_levels(model, feeds: dict) -> dict:
+    """{level: first output} with ORT's graph optimisations off and at its default, ORT_ENABLE_ALL."""
+    return {level: ort_output(model, feeds, level) for level in ORT_LEVELS}

@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from ..ir import Graph, Node, TensorInfo
+from ..ir import Graph, Node
+from .rewrite import add_const
 
 F32 = np.float32
 
@@ -79,13 +80,6 @@ def _fold(graph: Graph, conv: Node, nxt: Node, w: np.ndarray, b: np.ndarray | No
     return None
 
 
-def _add_const(tensors: dict, name: str, value: np.ndarray) -> str:
-    while name in tensors:
-        name += "_"
-    tensors[name] = TensorInfo(name=name, shape=tuple(value.shape), dtype="float32", const=value)
-    return name
-
-
 def ort_conv_fold(graph: Graph) -> Graph:
     nodes = list(graph.nodes)
     tensors = dict(graph.tensors)
@@ -114,9 +108,9 @@ def ort_conv_fold(graph: Graph) -> Graph:
             w2, b2 = folded
             ins = list(conv.inputs) + [""] * (3 - len(conv.inputs))
             if w2 is not w:
-                ins[1] = _add_const(tensors, f"{conv.name}_{nxt.op}_W", w2)
+                ins[1] = add_const(tensors, f"{conv.name}_{nxt.op}_W", w2)
             if b2 is not None:
-                ins[2] = _add_const(tensors, f"{conv.name}_{nxt.op}_B", b2)
+                ins[2] = add_const(tensors, f"{conv.name}_{nxt.op}_B", b2)
             conv = dataclasses.replace(conv, inputs=ins if ins[2] else ins[:2], outputs=[nxt.outputs[0]])
             nodes[i - 1] = conv
             nodes[nodes.index(nxt)] = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from .rewrite import splice
 
 _SQRT2 = (float(np.float32(1.4142099618911743)), float(np.float32(np.sqrt(2.0))))
 
@@ -52,7 +53,7 @@ def _float(graph: Graph, name: str) -> bool:
 def ort_gelu_fusion(graph: Graph) -> Graph:
     consumers = graph.consumers()
     producer = graph.producer()
-    fused: dict[str, Node] = {}   # name of the node the Gelu replaces -> the Gelu
+    fused: dict[str, list[Node]] = {}   # name of the node the Gelu replaces -> [the Gelu]
     drop: set[str] = set()
     for div in graph.nodes:
         if div.op != "Div" or len(div.inputs) != 2 or div.name in drop or not _float(graph, div.inputs[0]):
@@ -90,13 +91,6 @@ def ort_gelu_fusion(graph: Graph) -> Graph:
             continue
         gelu = Node(name=div.name + "_gelu", op="Gelu", inputs=[x], outputs=[last.outputs[0]],
                     attrs={"approximate": "none"}, source_op="Div+Erf+Add+Mul+Mul (GeluFusion)", index=div.index)
-        fused[last.name] = gelu
+        fused[last.name] = [gelu]
         drop.update(n.name for n in chain if n is not last)
-    if not fused:
-        return graph
-    nodes = []
-    for n in graph.nodes:
-        if n.name in drop:
-            continue
-        nodes.append(fused.get(n.name, n))
-    return graph.replace(nodes=nodes)
+    return splice(graph, fused, drop)

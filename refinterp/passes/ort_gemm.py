@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, TensorInfo
+from .rewrite import add_const, splice, unique_name
 
 
 def _shape(graph: Graph, name: str):
@@ -32,13 +33,6 @@ def _bias_ok(bias_shape, a_shape, n: int, reshape: bool) -> bool:
         return False
     return (bias_shape[0] == 1 and bias_shape[1] == n) or \
         (bias_shape[0] == a_shape[0] and bias_shape[0] is not None and bias_shape[1] in (1, n))
-
-
-def _new_name(tensors: dict, base: str) -> str:
-    name = base
-    while name in tensors:
-        name += "_"
-    return name
 
 
 def ort_matmul_add(graph: Graph) -> Graph:
@@ -76,14 +70,11 @@ def ort_matmul_add(graph: Graph) -> Graph:
                         source_op="MatMul+Add", index=n.index)]
         else:
             m = int(np.prod(a_shape[:-1]))
-            s_in = _new_name(tensors, n.name + "_gemm_input_shape")
-            tensors[s_in] = TensorInfo(s_in, (2,), "int64", const=np.array([m, k], np.int64))
-            s_out = _new_name(tensors, n.name + "_gemm_output_shape")
-            tensors[s_out] = TensorInfo(s_out, (len(a_shape),), "int64",
-                                        const=np.array(list(a_shape[:-1]) + [nn], np.int64))
-            a2 = _new_name(tensors, n.name + "_gemm_input")
+            s_in = add_const(tensors, n.name + "_gemm_input_shape", np.array([m, k], np.int64))
+            s_out = add_const(tensors, n.name + "_gemm_output_shape", np.array(list(a_shape[:-1]) + [nn], np.int64))
+            a2 = unique_name(tensors, n.name + "_gemm_input")
             tensors[a2] = TensorInfo(a2, (m, k), "float32")
-            g2 = _new_name(tensors, n.name + "_gemm_output")
+            g2 = unique_name(tensors, n.name + "_gemm_output")
             tensors[g2] = TensorInfo(g2, (m, nn), "float32")
             new = [Node(name=n.name + "_gemm_input_reshape", op="Reshape", inputs=[a, s_in], outputs=[a2],
                         attrs={"allowzero": 0}, source_op="Reshape", index=n.index),
@@ -93,11 +84,4 @@ def ort_matmul_add(graph: Graph) -> Graph:
                         attrs={"allowzero": 0}, source_op="Reshape", index=n.index)]
         replace[add.name] = new
         drop.add(n.name)
-    if not replace:
-        return graph
-    nodes = []
-    for n in graph.nodes:
-        if n.name in drop:
-            continue
-        nodes.extend(replace.get(n.name, [n]))
-    return graph.replace(nodes=nodes, tensors=tensors)
+    return splice(graph, replace, drop, tensors=tensors)

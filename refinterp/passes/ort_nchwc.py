@@ -47,7 +47,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir import Graph, Node, TensorInfo
+from ..ir import Graph, Node
+from .rewrite import add_const
 
 MARK = "_ort_nchwc"
 _KEEP_UNARY = ("GlobalMaxPool", "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "BatchNormalization")
@@ -145,13 +146,8 @@ def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict)
     f32 = np.float32
     w = (scale / np.sqrt((var + f32(n.attr("epsilon", 1e-5))).astype(f32))).astype(f32)
     b = (bias - (mean * w).astype(f32)).astype(f32)
-    names = []
-    for suffix, v in (("_nchwc_W", w.reshape(channels, 1, 1, 1)), ("_nchwc_B", b)):
-        name = n.name + suffix
-        while name in tensors:
-            name += "_"
-        tensors[name] = TensorInfo(name=name, shape=tuple(v.shape), dtype="float32", const=v)
-        names.append(name)
+    names = [add_const(tensors, n.name + "_nchwc_W", w.reshape(channels, 1, 1, 1)),
+             add_const(tensors, n.name + "_nchwc_B", b)]
     attrs = {"group": channels, "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
              "pads": [0, 0, 0, 0], "layout": "NCHW", "weight_layout": "OIHW", MARK: block}
     return Node(name=n.name, op="Conv", inputs=[n.inputs[0]] + names, outputs=[n.outputs[0]], attrs=attrs,

@@ -15,6 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
+from tests.onnx_models import ort_at_levels  # noqa: E402
 from refinterp.kernels.onnxruntime.float_activation import mlas_sigmoid, mlas_tanh  # noqa: E402
 
 
@@ -155,13 +156,7 @@ def test_erf_gelu_subgraph_fused_as_ort_does(tmp_path, pattern, opset, sqrt2):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 9
-    want = {}
-    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-        so.log_severity_level = 3
-        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-            None, {"x": x})[0]
+    want = ort_at_levels(m, {"x": x})
     p = tmp_path / "m.onnx"
     onnx.save(m, str(p))
     ours = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"x": x})["y"]

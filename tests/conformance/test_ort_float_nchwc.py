@@ -18,6 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
+from tests.onnx_models import ort_output  # noqa: E402
 
 F = TensorProto.FLOAT
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "onnx_published"
@@ -38,13 +39,6 @@ def _bits(a):
     return np.ascontiguousarray(a, np.float32).view(np.uint32)
 
 
-def _ort(model: bytes, feeds: dict, level: str):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    so.log_severity_level = 3
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-
-
 def _compare(tmp_path, nodes, inits, inputs: dict, opset=13) -> float:
     """Bits of refinterp vs ORT_ENABLE_ALL must be equal; returns the share ORT_DISABLE_ALL differs on."""
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, F, list(v.shape)) for k, v in inputs.items()],
@@ -53,11 +47,11 @@ def _compare(tmp_path, nodes, inits, inputs: dict, opset=13) -> float:
     m.ir_version = 10
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    want = _ort(m.SerializeToString(), inputs, "ORT_ENABLE_ALL")
+    want = ort_output(m.SerializeToString(), inputs, "ORT_ENABLE_ALL")
     got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run(inputs)["y"]
     assert got.shape == want.shape and np.array_equal(_bits(got), _bits(want)), \
         f"{np.mean(_bits(got) != _bits(want)):.2%} of the values differ from ORT_ENABLE_ALL"
-    return float(np.mean(_bits(_ort(m.SerializeToString(), inputs, "ORT_DISABLE_ALL")) != _bits(want)))
+    return float(np.mean(_bits(ort_output(m.SerializeToString(), inputs, "ORT_DISABLE_ALL")) != _bits(want)))
 
 
 def _conv(i, w, b, o, **attrs):
@@ -159,7 +153,7 @@ def test_matmul_column_vector_takes_the_transposed_b_m1_kernel(tmp_path):
     moved = _compare(tmp_path, [helper.make_node("MatMul", ["a", "b"], ["y"])], [], feeds)
     assert moved == 0  # no graph rewrite: the kernel order is the same at both levels
     generic = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "float32").run(feeds)["y"]
-    want = _ort((tmp_path / "m.onnx").read_bytes(), feeds, "ORT_ENABLE_ALL")
+    want = ort_output((tmp_path / "m.onnx").read_bytes(), feeds, "ORT_ENABLE_ALL")
     assert not np.array_equal(_bits(generic), _bits(want)), "the generic order was expected to differ"
 
 
@@ -170,11 +164,11 @@ def test_published_mobilenetv3_classifier_at_default_optimisation():
     ONNX Runtime itself gives other bits)."""
     path = CORPUS / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
     x = np.random.default_rng(0).uniform(-1, 1, (2, 3, 48, 192)).astype(np.float32)
-    want = _ort(path.read_bytes(), {"x": x}, "ORT_ENABLE_ALL")
+    want = ort_output(path.read_bytes(), {"x": x}, "ORT_ENABLE_ALL")
     got = refinterp.Session(refinterp.load(path), "onnxruntime-cpu").run({"x": x})
     y = got["save_infer_model/scale_0.tmp_1"]
     assert np.array_equal(_bits(y), _bits(want)), np.abs(y - want).max()
-    assert not np.array_equal(_bits(_ort(path.read_bytes(), {"x": x}, "ORT_DISABLE_ALL")), _bits(want))
+    assert not np.array_equal(_bits(ort_output(path.read_bytes(), {"x": x}, "ORT_DISABLE_ALL")), _bits(want))
 
 
 def test_float_mobilenet_v2_224_at_default_optimisation(tmp_path):
@@ -190,7 +184,7 @@ def test_float_mobilenet_v2_224_at_default_optimisation(tmp_path):
     assert r.returncode == 0, r.stderr
     path = tmp_path / "mobilenet_v2_224_f32.onnx"
     x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
-    want = _ort(path.read_bytes(), {"input": x}, "ORT_ENABLE_ALL")
+    want = ort_output(path.read_bytes(), {"input": x}, "ORT_ENABLE_ALL")
     got = refinterp.Session(refinterp.load(path), "onnxruntime-cpu").run({"input": x})["logits"]
     assert np.array_equal(_bits(got), _bits(want)), np.abs(got - want).max()
-    assert not np.array_equal(_bits(_ort(path.read_bytes(), {"input": x}, "ORT_DISABLE_ALL")), _bits(want))
+    assert not np.array_equal(_bits(ort_output(path.read_bytes(), {"input": x}, "ORT_DISABLE_ALL")), _bits(want))

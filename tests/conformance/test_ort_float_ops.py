@@ -14,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
+from tests.onnx_models import ort_at_levels  # noqa: E402
 
 F = TensorProto.FLOAT
 
@@ -25,12 +26,7 @@ def _run(tmp_path, nodes, inputs, inits, feeds, opset=19):
     m.ir_version = 9
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    want = []
-    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = level
-        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        want.append(sess.run(None, feeds)[0])
+    want = list(ort_at_levels(m, feeds).values())
     assert np.array_equal(want[0], want[1])
     g = refinterp.load(str(path))
     ours = refinterp.Session(g, "onnxruntime-cpu").run(feeds)["y"]
@@ -156,12 +152,7 @@ def test_float_resize_after_nchwc_pools_bit_exact(tmp_path, case):
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
     x = np.random.default_rng(len(case)).normal(0, 3, shape).astype(np.float32)
-    want = {}
-    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-            None, {"x": x})[0]
+    want = ort_at_levels(m, {"x": x})
     got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
     want_all = want["ORT_ENABLE_ALL"]
     assert got.shape == want_all.shape and np.array_equal(_bits(got), _bits(want_all)), \
@@ -236,13 +227,7 @@ def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
     m.ir_version = 9
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    want = {}
-    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-        so.log_severity_level = 3
-        want[level] = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-            None, {"x": x})[0]
+    want = ort_at_levels(m, {"x": x})
     got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
     assert got.shape == want["ORT_ENABLE_ALL"].shape and np.array_equal(_bits(got), _bits(want["ORT_ENABLE_ALL"]))
     print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on "

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from .common import is_quantized
-from .float_sgemm import PACKED_STRIDE_K, _fma32
+from .float_sgemm import PACKED_STRIDE_K, _sgemm_segment
 from ..registry import Delegate, kernel, require
 
 F32 = np.float32
@@ -55,31 +54,6 @@ def _prepare(node, ctx):
                              float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0)), d)
 
 
-@njit(cache=True)
-def _packed(a, b, y, has_c, alpha, sk):  # pragma: no cover - compiled
-    m_count, kk = a.shape
-    n_count = b.shape[1]
-    tmp = np.empty(n_count, np.float32)
-    al = np.float32(alpha)
-    for m in range(m_count):
-        k0 = 0
-        while k0 < kk:
-            k1 = min(kk, k0 + sk)
-            for j in range(n_count):
-                tmp[j] = np.float32(0.0)
-            for k in range(k0, k1):
-                av = a[m, k]
-                for j in range(n_count):
-                    tmp[j] = _fma32(av, b[k, j], tmp[j])
-            if k0 == 0 and not has_c:
-                for j in range(n_count):
-                    y[m, j] = np.float32(tmp[j] * al)
-            else:
-                for j in range(n_count):
-                    y[m, j] = _fma32(tmp[j], al, y[m, j])
-            k0 = k1
-
-
 @kernel("Gemm", "ort_float", prepare=_prepare)
 def ort_gemm(plan, a, b=None, c=None):
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
@@ -102,5 +76,5 @@ def ort_gemm(plan, a, b=None, c=None):
         return y
     if has_c and plan.beta != 1.0:
         y = (y * F32(plan.beta)).astype(F32)
-    _packed(a, plan.b, y, has_c, plan.alpha, PACKED_STRIDE_K)
+    _sgemm_segment(a, plan.b, y, 0, m, 0, n, PACKED_STRIDE_K, has_c, plan.alpha)
     return y

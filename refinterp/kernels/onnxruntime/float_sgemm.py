@@ -105,12 +105,15 @@ def _fma_row(av, brow, tmp, nc):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
+def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk, has_c=False, alpha=1.0):  # pragma: no cover - compiled
     """c[m0:m0+mc, n0:n0+nc] = a[m0:m0+mc] @ b[:, n0:n0+nc] in the order of the module contract.
     Each lane of ``_fma_row`` is its own FMA chain in increasing k, so vectorising across columns
-    does not change a bit."""
+    does not change a bit.  ``has_c`` / ``alpha`` (Gemm, float_gemm.py): the first block stores
+    fma(acc, alpha, c) when c already holds C, else acc * alpha; each later block fma(acc, alpha, c).
+    With alpha 1 those are acc and fl(acc + c) exactly (the plain SGEMM)."""
     kk = a.shape[1]
     tmp = np.empty(nc, np.float32)
+    al = np.float32(alpha)
     for m in range(m0, m0 + mc):
         crow = c[m, n0:n0 + nc]
         arow = a[m]
@@ -121,12 +124,12 @@ def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
                 tmp[j] = np.float32(0.0)
             for k in range(k0, k1):
                 _fma_row(arow[k], b[k, n0:n0 + nc], tmp, nc)
-            if k0 == 0:
+            if k0 == 0 and not has_c:
                 for j in range(nc):
-                    crow[j] = tmp[j]
+                    crow[j] = np.float32(tmp[j] * al)
             else:
                 for j in range(nc):
-                    crow[j] = np.float32(tmp[j] + crow[j])
+                    crow[j] = _fma32(tmp[j], al, crow[j])
             k0 = k1
 
 
