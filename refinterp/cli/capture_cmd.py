@@ -20,7 +20,8 @@ def register(sub) -> None:
                                                  "several samples")
     p.add_argument("--out", required=True, metavar="DUMP", help="output folder (refinterp npy dump)")
     p.add_argument("--ort-opt-level", default="all", choices=("disable", "basic", "extended", "all"),
-                   help="ONNX Runtime graph optimisation level (default all)")
+                   help="ONNX Runtime graph optimisation level (default all: the tensors of ORT's optimized "
+                        "graph, as deployed; disable: every tensor of the model, unfused)")
     p.add_argument("--htp-arch", default="73", choices=HTP_ARCHS,
                    help="qnn-htp: the Hexagon architecture the emulator models (default 73)")
     p.add_argument("--arch", default="x86_64", choices=ARCHES,

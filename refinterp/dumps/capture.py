@@ -5,10 +5,11 @@ Runtimes (imported lazily; a missing one is a clear one-line error):
   litert-opt      LiteRT, optimized built-in kernels without default delegates
   litert-xnnpack  LiteRT, built-in kernels with the default XNNPACK delegate
   tflm            TFLite Micro Python interpreter, kPreserveAllTensors
-  onnxruntime     ONNX Runtime CPU with every node output made a graph output; for QDQ models at
-                  --ort-opt-level all (the default): every output of ORT's optimized graph, named back
-                  to the model's tensors (see ``_capture_ort_optimized``), so DQ -> op -> Q units stay
-                  fused as in deployment and only the tensors that exist on the device are dumped
+  onnxruntime     ONNX Runtime CPU.  At --ort-opt-level all (the default): every output of ORT's
+                  optimized graph, named back to the model's tensors (see ``_capture_ort_optimized``),
+                  so DQ -> op -> Q units, Conv folds, activation and NCHWc fusions stay as deployed and
+                  only the tensors that exist on the device are dumped; at other levels every node
+                  output of the model made a graph output
   --arch arm64    the aarch64 builds of LiteRT (litert-*) and ONNX Runtime under qemu
                   (``capture_arm64.py``; arm64-tflite2.14: the old tflite-runtime package)
   qnn-htp         Qualcomm's HTP host emulation (onnxruntime-qnn), QDQ ONNX models, every quantized
@@ -101,11 +102,6 @@ _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended"
            "all": "ORT_ENABLE_ALL"}
 
 
-def _is_qdq(graph: Graph) -> bool:
-    return any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes) and \
-        any(n.op not in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
-
-
 def _options(ort, level: str):
     """``level``: one of _LEVELS (short) or its GraphOptimizationLevel name."""
     so = ort.SessionOptions()
@@ -144,7 +140,7 @@ def capture_onnxruntime(graph: Graph, feed: dict[str, np.ndarray], opt_level: st
                         runner=None) -> dict[str, Any]:
     runner = runner or LocalOrt()
     feed = {k: np.asarray(v) for k, v in feed.items()}
-    if opt_level == "all" and _is_qdq(graph):
+    if opt_level == "all":
         return _capture_ort_optimized(runner, graph, feed)
     from ..loaders.onnx_dump_io import model_with_all_outputs
 
@@ -156,9 +152,10 @@ def capture_onnxruntime(graph: Graph, feed: dict[str, np.ndarray], opt_level: st
 
 
 def _capture_ort_optimized(runner, graph: Graph, feed: dict[str, np.ndarray]) -> dict[str, Any]:
-    """QDQ model at level all.  Making every tensor of the *original* model a graph output keeps ORT
-    from fusing DQ -> op -> Q units (a fused unit's intermediates must stay observable), so such a
-    capture is not what the deployed model computes.  Instead: ORT saves the graph it optimized
+    """Any model at level all.  Making every tensor of the *original* model a graph output keeps ORT
+    from fusing DQ -> op -> Q units, Conv + BatchNormalization / activation and NCHWc Conv + Add (a
+    fused node's intermediates must stay observable), so such a capture is not what the deployed
+    model computes (measured on a float MobileNetV2-224: 14 of 90 tensors as deployed).  Instead: ORT saves the graph it optimized
     (``optimized_model_filepath``), the optimized graph's node outputs become graph outputs and it
     runs with optimizations disabled (it is already optimized; nothing left to fuse), and its final
     outputs must equal those of a plain session on the original model at level all (checked per
@@ -166,12 +163,14 @@ def _capture_ort_optimized(runner, graph: Graph, feed: dict[str, np.ndarray]) ->
     (``onnx_dump_io.optimized_with_outputs``); uint8 tensors ORT re-encoded from int8 (x86
     QDQS8ToU8Transformer: zero point + 128, same scale) are shifted back by 128, channels-last tensors
     of ORT's NHWC layout transformer are transposed back; a tensor that cannot be reconciled with the
-    original's dtype and shape is left out.  Intermediate tensors ORT fused away (the DQ outputs, the
-    float op outputs of a unit) do not exist on the device and are not in the dump."""
+    original's dtype and shape is left out; NCHWc-blocked tensors are read through ORT's own
+    ReorderOutput (``onnx_dump_nchwc``).  Intermediate tensors ORT fused away (the DQ outputs, the
+    float op outputs of a unit, a Conv's output before the BatchNormalization folded into it or the
+    activation fused with it) do not exist on the device and are not in the dump."""
     from ..loaders.onnx_dump_io import optimized_with_outputs
 
     want, opt_bytes = runner.run(graph.path, _LEVELS["all"], feed, save_optimized=True)
-    data, mapping = optimized_with_outputs(opt_bytes, graph.path)
+    data, mapping = optimized_with_outputs(opt_bytes, graph.path, lambda t: _channels(graph, t))
     got, _ = runner.run(data, _LEVELS["disable"], feed)
     for k, v in want.items():
         if k not in got or not np.array_equal(np.asarray(got[k]), np.asarray(v), equal_nan=True):
@@ -184,6 +183,12 @@ def _capture_ort_optimized(runner, graph: Graph, feed: dict[str, np.ndarray]) ->
         if v is not None:
             out.setdefault(target, v)
     return {n: out[n] for n in _order(graph) if n in out}
+
+
+def _channels(graph: Graph, name: str) -> int | None:
+    info = graph.tensors.get(name)
+    shape = info.shape if info is not None else None
+    return shape[1] if shape is not None and len(shape) >= 3 and shape[1] else None
 
 
 def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:

@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DumpError, ModelError
+from . import onnx_dump_nchwc as nchwc
 
 
 def read_tensorproto(path: str | Path) -> tuple[str, np.ndarray]:
@@ -130,7 +132,9 @@ def _layouts(graph, model_transposes: frozenset[str] = frozenset()) -> dict[str,
     return layout
 
 
-def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[bytes, dict[str, tuple[str, bool]]]:
+def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path,
+                           channels: Callable[[str], int | None] = lambda t: None
+                           ) -> tuple[bytes, dict[str, tuple[str, bool]]]:
     """ONNX Runtime's saved optimized model (``SessionOptions.optimized_model_filepath``) with every node
     output made a graph output, and ``{optimized tensor: (original tensor, channels_last)}`` for the
     outputs that stand for a tensor of the original model (``channels_last``: laid out (N, spatial...,
@@ -138,13 +142,16 @@ def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[byt
 
     Correspondence (ORT keeps node names through its transformers, adding ``_token_N`` suffixes): a
     node's output is matched to (1) the original tensor of the same name, else (2) the output of the
-    original node of the same name (suffixes removed), followed through a single-consumer Relu/Clip
-    and a single QuantizeLinear when they follow it (a fused DQ -> op -> Q unit outputs the Q's
-    tensor; ORT moves the Q of data-movement ops such as MaxPool / Reshape before them, which gives the
-    same integers).  Nodes ORT created (layout Transposes, moved Qs) and float fusions (``FusedConv``
-    ...: the output is the activation's, not the named node's) match nothing and are not captured.
-    Values may still differ in storage from the original tensor (uint8 re-encoding of int8, NHWC
-    layout); the caller reconciles them against the original tensor's dtype and shape."""
+    original node of the same name (suffixes removed), or the QuantizeLinear that ends a chain of
+    single-consumer Relu / Clip after it (a fused DQ -> op -> Q unit outputs the Q's tensor; ORT
+    moves the Q of data-movement ops such as MaxPool / Reshape before them, which gives the same
+    integers).  Nodes ORT created (layout Transposes, moved Qs) match nothing and are not captured;
+    a FusedConv / FusedGemm stands for the output of the activation it fused (the named node's
+    single consumer of that op type), other float fusions match nothing.  Tensors ORT stores in
+    NCHWc blocks (``onnx_dump_nchwc``) are mapped through a ReorderOutput node added here for each,
+    given the original tensor's channel count by ``channels`` (None: not captured).  Values may
+    still differ in storage from the original tensor (uint8 re-encoding of int8, NHWC layout); the
+    caller reconciles them against the original tensor's dtype and shape."""
     import onnx
 
     from .onnx import parse_model
@@ -167,39 +174,71 @@ def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path) -> tuple[byt
     graph_outs = {o.name for o in og.output}
 
     def follow(t: str) -> str:
+        """``t``, or the QuantizeLinear output that ends a single-consumer chain of activations."""
+        u = t
         for _ in range(len(_ACTIVATIONS) + 1):
-            cons = consumers.get(t, [])
-            if t in graph_outs or len(cons) != 1:
+            cons = consumers.get(u, [])
+            if u in graph_outs or len(cons) != 1:
                 return t
             c = cons[0]
             if c.op_type in _ACTIVATIONS:
-                t = c.output[0]
+                u = c.output[0]
                 continue
             return c.output[0] if c.op_type == "QuantizeLinear" else t
         return t
 
+    def fused_activation(n) -> str | None:
+        src = by_name.get(_TOKEN.sub("", n.name))
+        act = next((a.s.decode() for a in n.attribute if a.name == "activation"), None)
+        if src is None or not src.output or act is None:
+            return None
+        cons = consumers.get(src.output[0], [])
+        return cons[0].output[0] if len(cons) == 1 and cons[0].op_type == act else None
+
     g = opt.graph
     layout = _layouts(g, frozenset(n.name for n in og.node if n.op_type == "Transpose" and n.name))
+    blocked, unknown, via = nchwc.classify(g)
+    producer = {o: n for n in og.node for o in n.output if o}
     have = {o.name for o in g.output}
     mapping: dict[str, tuple[str, bool]] = {}
     taken: set[str] = set()
-    for n in g.node:
+    reorders = []
+    for n in list(g.node):
         for k, o in enumerate(n.output):
             if not o:
                 continue
             if o not in have:
                 g.output.append(onnx.ValueInfoProto(name=o))
                 have.add(o)
+            if o in unknown or (k > 0 and o not in orig_tensors):
+                continue
             if o in orig_tensors:
                 target = o
-            elif n.op_type in _FLOAT_FUSIONS or k > 0:
+            elif o in via:
+                src = by_name.get(_TOKEN.sub("", via[o].name))
+                target = src.output[0] if src is not None and src.output else None
+            elif n.domain == nchwc.NCHWC:
+                target = nchwc.nchwc_target(n, producer.get, lambda t: consumers.get(t, []), orig_tensors)
+            elif n.op_type in ("FusedConv", "FusedGemm"):
+                target = fused_activation(n)
+            elif n.op_type in _FLOAT_FUSIONS:
                 continue
             else:
                 src = by_name.get(_TOKEN.sub("", n.name))
-                if src is None or not src.output or not src.output[0]:
+                target = follow(src.output[0]) if src is not None and src.output and src.output[0] else None
+            if target is None or target in taken:
+                continue
+            if o in blocked:  # read through ORT's own ReorderOutput, never as stored
+                c = channels(target)
+                if not c:
                     continue
-                target = follow(src.output[0])
-            if target not in taken and layout.get(o) is not None:
+                plain = f"{o}__refinterp_nchw"
+                reorders.append(nchwc.reorder_output(onnx, o, c, plain))
+                g.output.append(onnx.ValueInfoProto(name=plain))
+                mapping[plain] = (target, False)
+                taken.add(target)
+            elif layout.get(o) is not None:
                 mapping[o] = (target, bool(layout.get(o)))
                 taken.add(target)
+    g.node.extend(reorders)
     return opt.SerializeToString(), mapping
