@@ -89,6 +89,18 @@ Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) f
     0 differences (plain rounding of the exact mean differs on 28 of 61,440).  AveragePool with
     padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
     not characterised.
+
+Mul (measured, not characterised: refused).  v68 and v73 give identical codes (16 scale sets, every
+pair of uint8 codes).  The output is a function of the exact product P = (q_1 - z_1)(q_2 - z_2) and of
+z_1 + z_2 only (0 disagreements among ~45,000 groups of pairs with one P; (z_1, z_2) = (0, 3), (1, 2),
+(3, 0) give the same codes on every common P, (0, 0) and (1, 1) do not), and for fixed zero points it
+is exactly y = (P * i + K) >> p + z_y on every non-saturated code with a 13-bit i (one unit of 2^-p
+around M * 2^p, M = s_1 s_2 / s_y; not a rounding of M: halving M by doubling s_y moves i from the
+ceiling to the floor of M * 2^p) and an offset K that differs from (z_y + 1/2) * 2^p by up to
+2^(p-7) -- about -2.5 P-units at z_1 = z_2 = 0 for M = 0.00148, a sawtooth in z_1 + z_2 with a
+2^(p-7) period that no linear law fits; K is independent of z_y below 224 and changes above it.
+Refuted on the same data: one or two roundings of P * M (13-17-bit multipliers, first stages of 2^-4
+.. 2^-11, floor or half-up), a high-word (>> 16) product, and an offset rounded to a 2^(p-7) grid.
 """
 from __future__ import annotations
 
