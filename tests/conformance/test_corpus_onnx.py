@@ -51,8 +51,12 @@ MODELS = {
 
 # Basic Pitch takes the log of its CQT power, whose values reach 1.5e-8 after cancellation in a long
 # float conv: summation-order differences of ~1e-7 relative there become 1e-4 of the log spectrum
-# (measured 9e-5 against ONNX Runtime and LiteRT); every other model stays within 1e-5.
-LOOSE = {"../basic_pitch/nmp.onnx": 3e-4}
+# (measured 9e-5 against ONNX Runtime and LiteRT).  Silero's 16 kHz graph runs its STFT as a float conv,
+# whose sums under float32 / onnx-reference go through NumPy's BLAS -- in an order that depends on the
+# OpenBLAS kernel the CPU selects -- and carries them through its LSTM state to the next step: on an
+# AVX512-FP16 Xeon 1.1e-5 (float32) and 4.0e-5 (onnx-reference) beyond rtol at step 1, where an older
+# Xeon stayed within 1e-5 (the onnxruntime-cpu scheme is exact on both).  Every other model stays within 1e-5.
+LOOSE = {"../basic_pitch/nmp.onnx": 3e-4, "silero_vad_16k_op15.onnx": 1e-4}
 
 
 def _close(got: np.ndarray, want: np.ndarray, atol: float) -> bool:

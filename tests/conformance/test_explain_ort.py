@@ -115,7 +115,9 @@ def test_discriminating_qoperator_dump_names_onnxruntime_cpu_alone(tmp_path):
 
 def test_ambiguous_fixture_reports_the_tie(tmp_path):
     """On the small CNN fixture with a random input, several engines reproduce every tensor: the
-    report must say so, and onnxruntime-cpu must be among them."""
+    report must say so, and onnxruntime-cpu must be among them.  (Engines exact on every quantized
+    tensor but not on the float ReduceMean, whose ORT order only the onnxruntime-cpu family models, rank
+    below the tie.)"""
     g = load(str(FIXTURE))
     shape = tuple(d if d and d > 0 else 1 for d in g.tensors[g.inputs[0]].shape)
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
@@ -127,8 +129,8 @@ def test_ambiguous_fixture_reports_the_tie(tmp_path):
     counts = {s["name"]: (s["exact_tensors"], s["mismatching_elements"]) for s in ex["schemes"]}
     assert all(counts[n] == counts[rep["best_scheme"]] for n in tied)
     everything = _explaining_everything(rep)
-    assert "onnxruntime-cpu" in everything and everything <= {rep["best_scheme"], *tied}
-    assert len(everything) > 1  # the fixture cannot tell them apart: the tie must be reported
+    assert "onnxruntime-cpu" in everything and {rep["best_scheme"], *tied} <= everything
+    assert tied  # the fixture cannot tell them apart: the tie must be reported
     main(["diff", str(FIXTURE), "--scheme", "float32", "--against", str(tmp_path / "dump"), "--inputs",
           str(tmp_path / "in.npz"), "--explain", "--html", str(tmp_path / "r.html"), "--quiet"])
     assert "equally explained by: " + ", ".join(tied) in (tmp_path / "r.html").read_text()

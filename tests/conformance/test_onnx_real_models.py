@@ -6,16 +6,20 @@ ConstantOfShape-generated weights) with expected outputs from its ReferenceEvalu
 each model's own rtol / atol.  The runner writes its generated inputs below ``$ONNX_HOME``: pointed at a
 temporary folder here.
 
-SqueezeNet under ``float32`` is a recorded finding, not a pass: its light weights make every one of
-the 1000 logits ~1.05e10 and equal in exact arithmetic, so the Softmax turns a single float32 ulp
-(1024) into the whole answer.  ONNX's reference and ONNX Runtime's MLAS sum every output channel in
-the same order and output 0.001 everywhere; NumPy's BLAS GEMM over refinterp's channels-last float
-conv sums edge-tile channels in another order, giving two distinct logits, and the softmax puts all
-mass on the larger.  Under ``onnxruntime-cpu`` (MLAS's order) and ``onnx-reference`` (the reference's
-own im2col + matmul, kernels/float/conv_onnx_order.py) it passes.
+SqueezeNet under ``float32`` is ill-conditioned: its light weights make every one of the 1000 logits
+~1.05e10 and equal in exact arithmetic, so the Softmax turns a single float32 ulp (1024) into the
+whole answer.  ONNX's reference and ONNX Runtime's MLAS sum every output channel in the same order
+and output 0.001 everywhere; ``float32`` runs the float conv through NumPy's BLAS GEMM, whose order
+depends on the OpenBLAS kernel the CPU selects (measured: on one Xeon it gave two distinct logits and
+the softmax put all mass on the larger; on another, every logit tied and the case passes).  So that
+case passes when the runner's comparison passes, and otherwise only when the logits themselves (the
+Softmax input) are within 2 float32 ulp of ONNX Runtime's and ONNX Runtime's all tie -- the
+finding, re-measured.  Under ``onnxruntime-cpu`` (MLAS's order) and ``onnx-reference`` (the
+reference's own im2col + matmul, kernels/float/conv_onnx_order.py) it passes outright.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -49,12 +53,34 @@ def _runner_case(scheme: str, model: str):
 def _params():
     for scheme in SCHEMES:
         for model in MODELS:
-            marks = ()
-            if (model, scheme) in ILL_CONDITIONED:
-                marks = pytest.mark.xfail(strict=True, raises=AssertionError,
-                                          reason="one float32 ulp of 1e10 logits decides the softmax "
-                                                 "(module docstring)")
-            yield pytest.param(scheme, model, id=f"{scheme}-{model}", marks=marks)
+            yield pytest.param(scheme, model, id=f"{scheme}-{model}")
+
+
+def _ill_conditioned_logits(tmp_path, scheme: str, model: str) -> None:
+    """The Softmax input of ``scheme`` within 2 float32 ulp of ONNX Runtime's, and ORT's logits all
+    tied within 2 ulp (so the softmax is decided by rounding): the module docstring's finding."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    import refinterp
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{model}.onnx")
+    m = onnx.load(path)
+    soft = next(n for n in m.graph.node if n.op_type == "Softmax")
+    t = onnx.TensorProto()
+    with open(tmp_path / "models" / "light" / model / "test_data_set_0" / "input_0.pb", "rb") as f:
+        t.ParseFromString(f.read())
+    feeds = {i.name: numpy_helper.to_array(t) for i in m.graph.input
+             if i.name not in {x.name for x in m.graph.initializer}}
+    m.graph.output.append(onnx.helper.make_tensor_value_info(soft.input[0], onnx.TensorProto.FLOAT, None))
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        [soft.input[0]], feeds)[0].astype(np.float64)
+    got = np.asarray(refinterp.Session(refinterp.load(path), scheme).run(feeds, capture=[soft.input[0]])[soft.input[0]],
+                     np.float64)
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2 * ulp), "the logits themselves differ: not the ill-conditioning"
+    assert np.ptp(want) <= 2 * ulp.max(), "ONNX Runtime's logits do not tie: the documented premise is gone"
 
 
 @pytest.mark.parametrize("scheme,model", list(_params()))
@@ -62,4 +88,9 @@ def test_classic_cnn_through_backend_test(scheme, model, tmp_path, monkeypatch) 
     monkeypatch.setenv("ONNX_HOME", str(tmp_path))
     monkeypatch.delenv("ONNX_MODELS", raising=False)
     case, name = _runner_case(scheme, model)
-    getattr(case, name)()  # raises AssertionError on a mismatch, SkipTest if the runner skips it
+    try:
+        getattr(case, name)()  # raises AssertionError on a mismatch, SkipTest if the runner skips it
+    except AssertionError:
+        if (model, scheme) not in ILL_CONDITIONED:
+            raise
+        _ill_conditioned_logits(tmp_path, scheme, model)

@@ -110,15 +110,18 @@ def layer_normalization(plan, x, scale, bias=None):
     return y
 
 
-@kernel("RMSNormalization", "float", prepare=_prepare_ln)
+@kernel(("RMSNormalization", "SimplifiedLayerNormalization"), "float", prepare=_prepare_ln)
 def rms_normalization(plan, x, scale):
-    """x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale, statistics in the stash type."""
+    """x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale, statistics in the stash type
+    (SimplifiedLayerNormalization: ONNX Runtime's op of the same maths, what its
+    SimplifiedLayerNormFusion makes; its optional second output, 1 / the root, is also given)."""
     axis = plan.axis % x.ndim
     cdt = _stash_dtype(plan.stash_type, x)
     xc = x.astype(cdt, copy=False)
     ms = (xc * xc).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
-    y = xc / np.sqrt(ms + cdt.type(plan.epsilon)) * np.asarray(scale, cdt)
-    return y.astype(out_dtype(x), copy=False)
+    root = np.sqrt(ms + cdt.type(plan.epsilon))
+    y = (xc / root * np.asarray(scale, cdt)).astype(out_dtype(x), copy=False)
+    return (y, (1 / root).astype(cdt)) if plan.n_outputs > 1 else y
 
 
 @kernel("GroupNormalization", "float")
