@@ -53,6 +53,11 @@ def _first(nodes, op: str) -> Node | None:
     return next((m for m in nodes if m.op == op), None)
 
 
+def _parent(producer, node: Node, op: str) -> Node | None:
+    """ORT's FirstParentByType: the first input's producer of type ``op``."""
+    return _first([producer[i] for i in node.inputs if i in producer], op)
+
+
 def _axes(graph: Graph, node: Node) -> list[int] | None:
     if "axes" in node.attrs and node.attrs["axes"] is not None:
         return [int(a) for a in np.ravel(node.attrs["axes"])]
@@ -108,19 +113,19 @@ def ort_layernorm_fusion(graph: Graph) -> Graph:
             div = _first(consumers.get(subs[1].outputs[0], []), "Div")
         if div is None or not _edges(graph, consumers, div.outputs[0], 1):
             continue
-        sqrt = _first([producer[i] for i in div.inputs if i in producer], "Sqrt")
+        sqrt = _parent(producer, div, "Sqrt")
         if sqrt is None or not _edges(graph, consumers, sqrt.outputs[0], 1) or sqrt.inputs[0] not in producer:
             continue
         add2 = producer[sqrt.inputs[0]]
         if add2.op != "Add" or not _edges(graph, consumers, add2.outputs[0], 1):
             continue
-        rm2 = _first([producer[i] for i in add2.inputs if i in producer], "ReduceMean")
+        rm2 = _parent(producer, add2, "ReduceMean")
         if rm2 is None or not _edges(graph, consumers, rm2.outputs[0], 1) or rm2.inputs[0] not in producer:
             continue
         pw = producer[rm2.inputs[0]]
         if pw.op != "Pow" or not _edges(graph, consumers, pw.outputs[0], 1):
             continue
-        if _first([producer[i] for i in pw.inputs if i in producer], "Sub") not in subs:
+        if _parent(producer, pw, "Sub") not in subs:
             continue
         mul = consumers[div.outputs[0]][0]
         if mul.op != "Mul" or not _edges(graph, consumers, mul.outputs[0], 1):

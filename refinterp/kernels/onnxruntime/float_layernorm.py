@@ -69,23 +69,31 @@ def _rms_rows(v, gamma, eps, y, inv):  # pragma: no cover - compiled
         inv[r] = np.float32(np.float32(1.0) / d)
 
 
+SKIP_OP = "com.microsoft.SkipLayerNormalization"
+
+
 @dataclass(frozen=True)
-class OrtSkipRmsPlan:
+class OrtSkipPlan:
     epsilon: float
     fallback: Any  # (kernel, plan) of the generic float kernel
-    executed_by: str = "ORT SkipSimplifiedLayerNorm order (sequential float32 sums)"
+    executed_by: str
 
 
-def _prepare(node, ctx):
+_SKIP_EXECUTED_BY = {OP: "ORT SkipSimplifiedLayerNorm order (sequential float32 sums)",
+                     SKIP_OP: "ORT SkipLayerNormalization order (float32 Welford)"}
+
+
+def _prepare_skip(node, ctx):
     first = ctx.inputs[0] if ctx.inputs else None
     tensors = [t for t in list(ctx.inputs) + list(ctx.outputs) if t is not None]
-    fk = require(OP, "float")
+    fk = require(node.op, "float")
     if first is None or str(first.dtype) != "float32" or any(is_quantized(t) for t in tensors):
         return Delegate(fk, fk.prepare(node, ctx))
-    return OrtSkipRmsPlan(float(node.attrs.get("epsilon", 1e-12)), (fk, fk.prepare(node, ctx)))
+    return OrtSkipPlan(float(node.attrs.get("epsilon", 1e-12)), (fk, fk.prepare(node, ctx)),
+                       _SKIP_EXECUTED_BY[node.op])
 
 
-@kernel(OP, VARIANT, prepare=_prepare)
+@kernel(OP, VARIANT, prepare=_prepare_skip)
 def ort_skip_simplified_layer_norm(plan, x, skip, gamma, bias=None):
     if isinstance(plan, Delegate):
         return plan.kernel.run(plan.plan, x, skip, gamma, bias)
@@ -170,37 +178,54 @@ def _ln_rows(x, scale, bias, has_bias, eps, y, mean_out, inv_out):  # pragma: no
 
 
 @dataclass(frozen=True)
-class OrtLayerNormPlan:
+class OrtNormPlan:
     axis: int
     epsilon: float
     n_outputs: int
     fallback: Any  # (kernel, plan) of the generic float kernel
-    executed_by: str = "ORT LayerNormalization order (Welford below 8, float64 mean and 8 FMA lanes above)"
+    executed_by: str
 
 
-def _prepare_ln(node, ctx):
+_EXECUTED_BY = {
+    "LayerNormalization": "ORT LayerNormalization order (Welford below 8, float64 mean and 8 FMA lanes above)",
+    "RMSNormalization": "ORT SimplifiedLayerNorm order (sequential below 16 elements, 8 FMA lanes above)",
+    "SimplifiedLayerNormalization": "ORT SimplifiedLayerNorm order (sequential below 16 elements, 8 FMA lanes above)",
+}
+
+
+def _prepare_norm(node, ctx):
+    """LayerNormalization and the RMS forms: float32, unquantized, float32 statistics (stash_type 1)."""
     first = ctx.inputs[0] if ctx.inputs else None
     tensors = [t for t in list(ctx.inputs) + list(ctx.outputs) if t is not None]
-    fk = require("LayerNormalization", "float")
+    fk = require(node.op, "float")
     fplan = fk.prepare(node, ctx)
     if first is None or str(first.dtype) != "float32" or any(is_quantized(t) for t in tensors) or \
             int(node.attrs.get("stash_type", 1)) != 1:
         return Delegate(fk, fplan)
-    return OrtLayerNormPlan(int(node.attrs.get("axis", -1)), float(node.attrs.get("epsilon", 1e-5)),
-                            len(node.outputs), (fk, fplan))
+    return OrtNormPlan(int(node.attrs.get("axis", -1)), float(node.attrs.get("epsilon", 1e-5)), len(node.outputs),
+                       (fk, fplan), _EXECUTED_BY[node.op])
 
 
-@kernel("LayerNormalization", VARIANT, prepare=_prepare_ln)
+def _rows(plan: OrtNormPlan, x: np.ndarray, *params):
+    """(x as contiguous rows of the normalized elements, axis), or None where ORT's broadcasting path
+    (or another dtype) applies: every parameter must hold one value per normalized element."""
+    axis = plan.axis % x.ndim if x.ndim else 0
+    n = int(np.prod(x.shape[axis:])) if x.ndim else 0
+    if x.dtype != _F or x.ndim == 0 or n == 0 or any(p is not None and np.size(p) != n for p in params):
+        return None
+    return np.ascontiguousarray(x.reshape(-1, n)), axis
+
+
+@kernel("LayerNormalization", VARIANT, prepare=_prepare_norm)
 def ort_layer_norm(plan, x, scale, bias=None):
     if isinstance(plan, Delegate):
         return plan.kernel.run(plan.plan, x, scale, bias)
     x = np.asarray(x)
-    axis = plan.axis % x.ndim if x.ndim else 0
-    n = int(np.prod(x.shape[axis:])) if x.ndim else 0
-    if x.dtype != _F or x.ndim == 0 or n == 0 or np.size(scale) != n or (bias is not None and np.size(bias) != n):
+    rows = _rows(plan, x, scale, bias)
+    if rows is None:
         fk, fplan = plan.fallback
         return fk.run(fplan, x, scale, bias)
-    flat = np.ascontiguousarray(x.reshape(-1, n))
+    flat, axis = rows
     y = np.empty_like(flat)
     mean = np.empty(flat.shape[0], _F)
     inv = np.empty(flat.shape[0], _F)
@@ -218,25 +243,6 @@ def _welford_rows(x, scale, bias, has_bias, eps, y, mean_out, inv_out):  # pragm
         mean, den = _welford_row(x, r, scale, bias, has_bias, eps, y)
         mean_out[r] = mean
         inv_out[r] = np.float32(np.float32(1.0) / den)
-
-
-SKIP_OP = "com.microsoft.SkipLayerNormalization"
-
-
-@dataclass(frozen=True)
-class OrtSkipLayerNormPlan:
-    epsilon: float
-    fallback: Any  # (kernel, plan) of the generic float kernel
-    executed_by: str = "ORT SkipLayerNormalization order (float32 Welford)"
-
-
-def _prepare_skip(node, ctx):
-    first = ctx.inputs[0] if ctx.inputs else None
-    tensors = [t for t in list(ctx.inputs) + list(ctx.outputs) if t is not None]
-    fk = require(SKIP_OP, "float")
-    if first is None or str(first.dtype) != "float32" or any(is_quantized(t) for t in tensors):
-        return Delegate(fk, fk.prepare(node, ctx))
-    return OrtSkipLayerNormPlan(float(node.attrs.get("epsilon", 1e-12)), (fk, fk.prepare(node, ctx)))
 
 
 @kernel(SKIP_OP, VARIANT, prepare=_prepare_skip)
@@ -287,38 +293,16 @@ def _rms_lanes_rows(x, scale, eps, y, inv_out):  # pragma: no cover - compiled
 RMS_OPS = ("RMSNormalization", "SimplifiedLayerNormalization")
 
 
-@dataclass(frozen=True)
-class OrtRmsNormPlan:
-    axis: int
-    epsilon: float
-    n_outputs: int
-    fallback: Any  # (kernel, plan) of the generic float kernel
-    executed_by: str = "ORT SimplifiedLayerNorm order (sequential below 16 elements, 8 FMA lanes above)"
-
-
-def _prepare_rms(node, ctx):
-    first = ctx.inputs[0] if ctx.inputs else None
-    tensors = [t for t in list(ctx.inputs) + list(ctx.outputs) if t is not None]
-    fk = require(node.op, "float")
-    fplan = fk.prepare(node, ctx)
-    if first is None or str(first.dtype) != "float32" or any(is_quantized(t) for t in tensors) or \
-            int(node.attrs.get("stash_type", 1)) != 1:
-        return Delegate(fk, fplan)
-    return OrtRmsNormPlan(int(node.attrs.get("axis", -1)), float(node.attrs.get("epsilon", 1e-5)),
-                          len(node.outputs), (fk, fplan))
-
-
-@kernel(RMS_OPS, VARIANT, prepare=_prepare_rms)
+@kernel(RMS_OPS, VARIANT, prepare=_prepare_norm)
 def ort_rms_norm(plan, x, scale):
     if isinstance(plan, Delegate):
         return plan.kernel.run(plan.plan, x, scale)
     x = np.asarray(x)
-    axis = plan.axis % x.ndim if x.ndim else 0
-    n = int(np.prod(x.shape[axis:])) if x.ndim else 0
-    if x.dtype != _F or x.ndim == 0 or n == 0 or np.size(scale) != n:
+    rows = _rows(plan, x, scale)
+    if rows is None:
         fk, fplan = plan.fallback
         return fk.run(fplan, x, scale)
-    flat = np.ascontiguousarray(x.reshape(-1, n))
+    flat, axis = rows
     y = np.empty_like(flat)
     inv = np.empty(flat.shape[0], _F)
     _rms_lanes_rows(flat, np.ascontiguousarray(scale, _F).reshape(-1), _F(plan.epsilon), y, inv)
