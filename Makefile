@@ -1,5 +1,8 @@
 # Quick start: `make demo` then `make test`.  Both create .venv on first use.
 PY ?= python3
+# pytest-xdist workers for `make test` (a test file stays on one worker: its module-level oracle runs
+# are not repeated); the suite is sized for 2 cores
+TEST_WORKERS ?= 2
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
@@ -35,7 +38,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	tools/check_wheel.sh $(BIN)/python
 	$(BIN)/python tools/setup_arm64_env.py --install-system --if-possible
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests
 
 check-wheel: $(VENV)/.installed
 	tools/check_wheel.sh $(BIN)/python
