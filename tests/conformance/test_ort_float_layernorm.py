@@ -195,3 +195,46 @@ def test_ort_norm_fusions_bit_exact(tmp_path, case, opset):
         assert _equal(got, want), (case, opset, n)
         moved.append(not _equal(_ort(m, feeds, "ORT_DISABLE_ALL"), want))
     assert case == "mean-used-elsewhere" or any(moved), "the fusion was expected to change the bits"
+
+
+@pytest.mark.parametrize("opset", [14, 17])
+def test_torch_exported_transformer_block_at_default_optimisation(tmp_path, opset):
+    """PyTorch's exporter output of a post-norm transformer block (fused QKV Linear, 4 heads of 16,
+    softmax attention, erf GELU MLP, two LayerNorms; opset 14 decomposes them): ORT_ENABLE_ALL turns
+    it into Gemms (MatMul + Add), SkipLayerNormalization and Gelu, and so does onnxruntime-cpu -- every
+    output bit equal.  The attention scale 1/4 is exact, so ORT's FusedMatMul (MatMulScaleFusion,
+    not modelled) rounds as the unfused MatMul / Div do; with a head of 32 it would not."""
+    torch = pytest.importorskip("torch")
+    import io
+    import warnings
+
+    class Block(torch.nn.Module):
+        def __init__(self, d=64, h=4, ff=128):
+            super().__init__()
+            self.h, self.qkv, self.o = h, torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.n1, self.n2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.f1, self.f2, self.act = torch.nn.Linear(d, ff), torch.nn.Linear(ff, d), torch.nn.GELU()
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (z.reshape(b, t, self.h, d // self.h).transpose(1, 2) for z in self.qkv(x).split(d, dim=-1))
+            a = torch.softmax(q @ k.transpose(-1, -2) / (d // self.h) ** 0.5, dim=-1) @ v
+            x = self.n1(x + self.o(a.transpose(1, 2).reshape(b, t, d)))
+            return self.n2(x + self.f2(self.act(self.f1(x))))
+
+    torch.manual_seed(0)
+    block = Block().eval()
+    x = torch.randn(2, 10, 64)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(block, (x,), f, opset_version=opset, input_names=["x"], output_names=["y"], dynamo=False)
+    m = onnx.load_from_string(f.getvalue())
+    feeds = {"x": x.numpy()}
+    want = _ort(m, feeds, save=tmp_path / "opt.onnx")
+    optimized = [nd.op_type for nd in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert optimized.count("SkipLayerNormalization") == 2 and "Gelu" in optimized and "FusedMatMul" in optimized
+    got, ops = _ours(tmp_path, m, feeds)
+    assert ops.count("com.microsoft.SkipLayerNormalization") == 2 and "Gelu" in ops
+    assert _equal(got, want)
+    assert not _equal(_ort(m, feeds, "ORT_DISABLE_ALL"), want)
