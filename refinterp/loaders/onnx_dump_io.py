@@ -192,8 +192,7 @@ def optimized_with_outputs(opt_bytes: bytes, orig_path: str | Path,
         act = next((a.s.decode() for a in n.attribute if a.name == "activation"), None)
         if src is None or not src.output or act is None:
             return None
-        cons = consumers.get(src.output[0], [])
-        return cons[0].output[0] if len(cons) == 1 and cons[0].op_type == act else None
+        return nchwc.single_consumer_output(consumers.get(src.output[0], []), (act,))
 
     g = opt.graph
     layout = _layouts(g, frozenset(n.name for n in og.node if n.op_type == "Transpose" and n.name))

@@ -86,18 +86,19 @@ def nchwc_target(node, producer: Callable[[str], object], consumers: Callable[[s
     if node.op_type != "Conv":
         return t
     if len(node.input) > 3 and node.input[3]:  # Conv/Sum fusion: the output is the Add's
-        t = _single(consumers(t), ("Add", "Sum"))
+        t = single_consumer_output(consumers(t), ("Add", "Sum"))
         if t is None:
             return None
     act = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
     if act is not None:
         src = producer(t)
         if src is None or src.op_type != act:  # not fused before NCHWc: fused from its consumer
-            t = _single(consumers(t), (act,))
+            t = single_consumer_output(consumers(t), (act,))
     return t
 
 
-def _single(cons: list, ops: tuple[str, ...]) -> str | None:
+def single_consumer_output(cons: list, ops: tuple[str, ...]) -> str | None:
+    """The output of the only consumer in ``cons`` when it is one of ``ops``, else None."""
     return cons[0].output[0] if len(cons) == 1 and cons[0].op_type in ops else None
 
 

@@ -56,17 +56,22 @@ _F = np.float32
 
 
 @numba.njit(cache=True)
+def _rms_seq_row(v, r, gamma, eps, y):  # pragma: no cover - compiled
+    """Row ``r`` by sequential float32 sums of squares (no FMA) into ``y``; returns the root d."""
+    n = v.shape[1]
+    msq = np.float32(0.0)
+    for h in range(n):
+        msq = np.float32(msq + np.float32(v[r, h] * v[r, h]))
+    d = np.float32(np.sqrt(np.float32(np.float32(msq / np.float32(n)) + eps)))
+    for h in range(n):
+        y[r, h] = np.float32(np.float32(v[r, h] / d) * gamma[h])
+    return d
+
+
+@numba.njit(cache=True)
 def _rms_rows(v, gamma, eps, y, inv):  # pragma: no cover - compiled
-    rows, n = v.shape
-    nf = np.float32(n)
-    for r in range(rows):
-        msq = np.float32(0.0)
-        for h in range(n):
-            msq = np.float32(msq + np.float32(v[r, h] * v[r, h]))
-        d = np.float32(np.sqrt(np.float32(np.float32(msq / nf) + eps)))
-        for h in range(n):
-            y[r, h] = np.float32(np.float32(v[r, h] / d) * gamma[h])
-        inv[r] = np.float32(np.float32(1.0) / d)
+    for r in range(v.shape[0]):
+        inv[r] = np.float32(np.float32(1.0) / _rms_seq_row(v, r, gamma, eps, y))
 
 
 SKIP_OP = "com.microsoft.SkipLayerNormalization"
@@ -275,12 +280,7 @@ def _rms_lanes_rows(x, scale, eps, y, inv_out):  # pragma: no cover - compiled
     lanes = np.zeros(8, np.float32)
     for r in range(rows):
         if n < 16:
-            q = np.float32(0.0)
-            for h in range(n):
-                q = np.float32(q + np.float32(x[r, h] * x[r, h]))
-            den = np.float32(np.sqrt(np.float32(np.float32(q / np.float32(n)) + eps)))
-            for h in range(n):
-                y[r, h] = np.float32(np.float32(x[r, h] / den) * scale[h])
+            den = _rms_seq_row(x, r, scale, eps, y)
         else:
             q = _sumsq_lanes(x, r, np.float32(0.0), lanes)
             den = np.float32(np.sqrt(np.float32(np.float32(q / np.float32(n)) + eps)))
