@@ -9,6 +9,7 @@ from .qdq import dq_matmul_nbits, fuse_qdq, fuse_qdq_x86
 from .ort_fold import ort_conv_fold
 from .ort_gelu import ort_gelu_fusion
 from .ort_gemm import ort_matmul_add
+from .ort_matmul import ort_matmul_scale_fusion, ort_matmul_transpose_fusion
 from .ort_layernorm import ort_layernorm_fusion, ort_simplified_layernorm_fusion, ort_skip_layernorm_fusion
 from .ort_nchwc import ort_nchwc8, ort_nchwc16
 from .qdq_htp import fuse_qdq_htp
@@ -21,7 +22,9 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x
                                               "ort_matmul_add": ort_matmul_add, "ort_gelu_fusion": ort_gelu_fusion,
                                               "ort_layernorm_fusion": ort_layernorm_fusion,
                                               "ort_simplified_layernorm_fusion": ort_simplified_layernorm_fusion,
-                                              "ort_skip_layernorm_fusion": ort_skip_layernorm_fusion}
+                                              "ort_skip_layernorm_fusion": ort_skip_layernorm_fusion,
+                                              "ort_matmul_transpose_fusion": ort_matmul_transpose_fusion,
+                                              "ort_matmul_scale_fusion": ort_matmul_scale_fusion}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

@@ -108,7 +108,9 @@ def test_rms_normalization(tmp_path, n):
 
 REDUCE_CASES = [((64, n), [-1]) for n in (1, 3, 4, 5, 7, 8, 9, 13, 16, 31, 33, 100, 768)] + [
     ((2, 10, 64), [-1]), ((3, 5, 7), [1, 2]), ((4, 9), None), ((100, 13), [0]), ((64, 3, 40), [0, 1]),
-    ((1, 37, 8), [1]), ((2, 1, 50), [2])]
+    ((1, 37, 8), [1]), ((2, 1, 50), [2])] + [  # a reduced middle block (KRK: M1 SGEMM of a row of ones)
+    ((2, 37, 16), [1]), ((3, 50, 7), [1]), ((2, 5, 9, 13), [1, 2]), ((4, 130, 33), [1]), ((2, 600, 5), [1]),
+    ((5, 3, 1), [1]), ((1, 4, 9, 6), [2]), ((3, 7, 1, 4), [1, 2]), ((1, 37, 8), [0, 1])]
 
 
 def test_reduce_mean_and_sum_rows_and_columns(tmp_path):
@@ -123,7 +125,7 @@ def test_reduce_mean_and_sum_rows_and_columns(tmp_path):
             want = _ort(m, feeds)
             assert _equal(_ours(tmp_path, m, feeds)[0], want), (shape, axes, op)
             generic_differs += not _equal(_ours(tmp_path, m, feeds, "float32")[0], want)
-    assert generic_differs >= 10
+    assert generic_differs >= 20, generic_differs
 
 
 # -- ORT's fusions at ORT_ENABLE_ALL --------------------------------------------------------------------
@@ -197,13 +199,13 @@ def test_ort_norm_fusions_bit_exact(tmp_path, case, opset):
     assert case == "mean-used-elsewhere" or any(moved), "the fusion was expected to change the bits"
 
 
-@pytest.mark.parametrize("opset", [14, 17])
-def test_torch_exported_transformer_block_at_default_optimisation(tmp_path, opset):
-    """PyTorch's exporter output of a post-norm transformer block (fused QKV Linear, 4 heads of 16,
-    softmax attention, erf GELU MLP, two LayerNorms; opset 14 decomposes them): ORT_ENABLE_ALL turns
-    it into Gemms (MatMul + Add), SkipLayerNormalization and Gelu, and so does onnxruntime-cpu -- every
-    output bit equal.  The attention scale 1/4 is exact, so ORT's FusedMatMul (MatMulScaleFusion,
-    not modelled) rounds as the unfused MatMul / Div do; with a head of 32 it would not."""
+@pytest.mark.parametrize("opset,heads", [(14, 4), (17, 4), (17, 2)])
+def test_torch_exported_transformer_block_at_default_optimisation(tmp_path, opset, heads):
+    """PyTorch's exporter output of a post-norm transformer block (fused QKV Linear, 4 heads of 16 or 2
+    of 32, softmax attention, erf GELU MLP, two LayerNorms; opset 14 decomposes them): ORT_ENABLE_ALL
+    turns it into Gemms (MatMul + Add), SkipLayerNormalization, Gelu and a FusedMatMul whose alpha is
+    the folded 1 / Pow(head, 0.5), and so does onnxruntime-cpu -- every output bit equal (with heads of
+    32 the alpha is inexact: test_ort_float_matmul_fusions.py has the FusedMatMul itself)."""
     torch = pytest.importorskip("torch")
     import io
     import warnings
@@ -223,7 +225,7 @@ def test_torch_exported_transformer_block_at_default_optimisation(tmp_path, opse
             return self.n2(x + self.f2(self.act(self.f1(x))))
 
     torch.manual_seed(0)
-    block = Block().eval()
+    block = Block(h=heads).eval()
     x = torch.randn(2, 10, 64)
     f = io.BytesIO()
     with warnings.catch_warnings():
@@ -235,6 +237,6 @@ def test_torch_exported_transformer_block_at_default_optimisation(tmp_path, opse
     optimized = [nd.op_type for nd in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
     assert optimized.count("SkipLayerNormalization") == 2 and "Gelu" in optimized and "FusedMatMul" in optimized
     got, ops = _ours(tmp_path, m, feeds)
-    assert ops.count("com.microsoft.SkipLayerNormalization") == 2 and "Gelu" in ops
+    assert ops.count("com.microsoft.SkipLayerNormalization") == 2 and "Gelu" in ops and "com.microsoft.FusedMatMul" in ops
     assert _equal(got, want)
     assert not _equal(_ort(m, feeds, "ORT_DISABLE_ALL"), want)

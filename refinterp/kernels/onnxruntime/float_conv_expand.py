@@ -30,34 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import njit
-
 from ..spatial import Window, im2col
-from .float_sgemm import THREAD_ALIGN_N, THREAD_COMPLEXITY, _sgemm_segment, _sgemm_segment_t, mlas_sgemm, stride_k
+from .float_sgemm import THREAD_ALIGN_N, THREAD_COMPLEXITY, _m1_chunk, _sgemm_segment, _sgemm_segment_t, mlas_sgemm, stride_k
 
 MAX_THREADS = 16  # MLAS_MAXIMUM_THREAD_COUNT
-
-
-@njit(cache=True)
-def _m1_chunk(a, b, c, n0, nc, k0, k1, first):  # pragma: no cover - compiled
-    """c[n0:n0+nc] (one filter row ``a``) over K rows k0..k1 of ``b``, SgemmKernelM1Avx's order."""
-    for j in range(n0, n0 + nc):
-        acc = np.float32(0.0) if first else c[j]
-        k = k0
-        while k + 4 <= k1:
-            t = a[k] * b[k, j]
-            t = np.float32(t + a[k + 1] * b[k + 1, j])
-            t = np.float32(t + a[k + 2] * b[k + 2, j])
-            t = np.float32(t + a[k + 3] * b[k + 3, j])
-            acc = np.float32(t + acc)
-            k += 4
-        if k1 - k >= 2:
-            t = np.float32(a[k] * b[k, j] + a[k + 1] * b[k + 1, j])
-            acc = np.float32(t + acc)
-            k += 2
-        if k1 - k == 1:
-            acc = np.float32(a[k] * b[k, j] + acc)
-        c[j] = acc
 
 
 def _segment(w: np.ndarray, cols: np.ndarray, c: np.ndarray, n0: int, nc: int, at) -> None:

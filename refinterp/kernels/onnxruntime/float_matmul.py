@@ -106,24 +106,27 @@ class OrtSgemmMatMulPlan:
         return {"executed_by": "MLAS SGEMM order (unpacked B)", "threads": self.threads}
 
 
-def _sgemm_matmul(plan: OrtSgemmMatMulPlan, a: np.ndarray, b: np.ndarray):
+def sgemm_matmul(threads: int, a: np.ndarray, b: np.ndarray, alpha: float = 1.0,
+                 trans_a: bool = False, trans_b: bool = False):
+    """float32 alpha * a @ b (numpy broadcasting; ``a`` / ``b`` the logical operands, ``trans_*``:
+    how ORT hands them to MLAS) in MatMul<float>'s MLAS order, or None where it is not modelled."""
     if a.ndim < 2 or b.ndim < 2:
         return None
     k = a.shape[-1]
     if b.shape[-2] != k:
         return None
-    if b.ndim == 2:
-        y = mlas_sgemm(a.reshape(-1, k), b, plan.threads)
+    if b.ndim == 2 and not trans_a:  # MatMulComputeHelper folds A's leading dimensions into M
+        y = mlas_sgemm(a.reshape(-1, k), b, threads, alpha, trans_a, trans_b)
         return None if y is None else y.reshape(a.shape[:-1] + (b.shape[1],))
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     aa = np.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
     bb = np.broadcast_to(b, lead + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
     m, n, batches = a.shape[-2], b.shape[-1], aa.shape[0]
-    target = min(int(float(m) * float(n) * float(k) / THREAD_COMPLEXITY) + 1, max(1, plan.threads))
+    target = min(int(float(m) * float(n) * float(k) / THREAD_COMPLEXITY) + 1, max(1, threads))
     per_gemm = -(-target // batches)
     outs = []
     for i in range(batches):
-        y = mlas_sgemm(aa[i], bb[i], per_gemm)
+        y = mlas_sgemm(aa[i], bb[i], per_gemm, alpha, trans_a, trans_b)
         if y is None:
             return None
         outs.append(y)
@@ -159,7 +162,7 @@ def ort_nbits_matmul(plan, a, b=None, bias=None):
     if isinstance(plan, OrtSgemmMatMulPlan):
         y = None
         if np.asarray(a).dtype == _F32 and np.asarray(b).dtype == _F32:
-            y = _sgemm_matmul(plan, np.asarray(a), np.asarray(b))
+            y = sgemm_matmul(plan.threads, np.asarray(a), np.asarray(b))
         return y if y is not None else plan.fallback.kernel.run(plan.fallback.plan, a, b)
     a = np.asarray(a, _F32)
     if a.ndim < 1 or a.shape[-1] != plan.k:

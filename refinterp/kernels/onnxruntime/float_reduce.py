@@ -12,11 +12,15 @@ ORT merges the axes into a kept / reduced pattern and takes a fast path for two 
   p1 += the odd ones; then p0 = p0 + p1, plus one last packet when their count is odd), the packet
   is folded as (p0[0] + p0[2]) + (p0[1] + p0[3]), then the a0 leading and the remaining trailing
   elements are added one at a time; rows without a whole aligned packet are summed left to right;
-* reduced axes at the front ("RK"): the kept vectors added one reduced index after another.
+* reduced axes at the front ("RK"): the kept vectors added one reduced index after another;
+* a reduced block in the middle ("KRK", e.g. mean pooling over the tokens of (batch, tokens,
+  hidden)): per leading index, ORT multiplies a row of R ones by the (R, N) block (math::MatMul,
+  M = 1), i.e. MLAS's SgemmKernelM1Avx order over the whole R: groups of four values summed
+  ((x0 + x1) + x2) + x3 and each group added to the accumulator, then a last pair, then a last
+  single value (float_sgemm._m1_chunk).
 
-ReduceMean divides the float32 sum by float32(N).  Every other pattern (a reduced block in the
-middle, alternating axes) and other dtypes run the generic kernel: ORT's order there was not
-characterised (it differs from a sequential sum once more than 8 values are summed).
+ReduceMean divides the float32 sum by float32(N).  Every other pattern (alternating axes) and
+other dtypes run the generic kernel: ORT's order there was not characterised.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import numba
 import numpy as np
 
 from .common import is_quantized
+from .float_sgemm import _m1_chunk
 from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
@@ -85,7 +90,7 @@ def _rk_sums(x, out):  # pragma: no cover - compiled
 class OrtReducePlan:
     mean: bool
     generic: Any  # (kernel, plan): axes and output shapes, and every other case
-    executed_by: str = "ORT reduction order (Eigen SSE rows / sequential columns)"
+    executed_by: str = "ORT reduction order (Eigen SSE rows / sequential columns / M1 SGEMM middle blocks)"
 
 
 def _prepare(node, ctx):
@@ -127,6 +132,15 @@ def ort_reduce(plan, x, axes=None):
         flat = np.ascontiguousarray(x.reshape(n, -1))
         sums = np.empty(flat.shape[1], _F)
         _rk_sums(flat, sums)
+    elif pat == "KRK" and min(red) >= next(i for i, d in enumerate(x.shape) if d != 1):
+        # (a reduced leading size-1 axis makes ORT take its general loop instead: not characterised)
+        first = min(red)
+        lead = int(np.prod(x.shape[:first]))
+        blocks = np.ascontiguousarray(x.reshape(lead, n, -1))
+        sums = np.empty((lead, blocks.shape[2]), _F)
+        ones = np.ones(n, _F)
+        for d in range(lead):
+            _m1_chunk(ones, blocks[d], sums[d], 0, blocks.shape[2], 0, n, True)
     else:
         return fk.run(fplan, x, axes)
     if plan.mean:

@@ -2,17 +2,20 @@
 nodes ONNX Runtime runs through ``MlasGemm`` (onnxruntime/core/mlas/lib/sgemm.cpp,
 x86_64/FgemmKernelAvx512FCommon.h, mlasi.h).
 
-Numeric contract for C = A (M x K) @ B (K x N), alpha = 1, beta = 0, float32 throughout:
+Numeric contract for C = alpha * A (M x K) @ B (K x N), beta = 0, float32 throughout:
 
 * the threaded driver splits the GEMM into segments: TargetThreadCount = min(floor(M*N*K / 65536)
   + 1, threads); if N > M, N is split into 16-column blocks (MlasPartitionWork: every segment gets
   floor(B/T) blocks, the first B mod T one more), else M is split the same way in rows;
 * per segment (Mseg x Nseg) the K loop is blocked: StrideK = 128, StrideN = 128; if Nseg >= K,
-  StrideK is halved (StrideN doubled) while StrideK/2 >= K; otherwise StrideK is doubled (StrideN
-  halved) while StrideN > 16 and StrideN/2 >= Nseg;
+  StrideK is halved (StrideN doubled) while StrideK/2 >= K; otherwise, unless A is transposed (its
+  panel then holds StrideK columns), StrideK is doubled (StrideN halved) while StrideN > 16 and
+  StrideN/2 >= Nseg;
 * inside one K block every output element is one FMA chain in increasing k starting from +0:
   acc = fma(a[m,k], b[k,n], acc) (one rounding per step, vfmadd231ps);
-* the first K block stores acc, each later block stores fl(acc + C) (vfmadd213ps with alpha 1);
+* the first K block stores fl(acc * alpha), each later block fma(acc, alpha, C) (vfmadd213ps): with
+  alpha 1, acc and fl(acc + C);
+* transposing A or B (MlasSgemmTransposeA / TransposePackB into panels) moves data, not arithmetic;
 * a conv bias is added afterwards with one float32 addition (MlasActivation, identity).
 
 N == 1 (B and C column vectors, A not transposed) takes MlasSgemmKernelM1TransposeBAvx
@@ -25,8 +28,11 @@ segment's rows (taken in fours from the segment's first row, then a pair, then o
     pair:  ((l0 + l2) + (l4 + l6)) + ((l1 + l3) + (l5 + l7))
     one:   ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))
 
-and C = fl(that + 0) (beta 0).  A segment with Mseg == 1 takes the M1 kernel of SgemmKernelM1Avx.S
-(not modelled here): ``mlas_sgemm`` returns None for it.
+and C = fl(that + 0) (beta 0).  A segment with Mseg == 1 (A not transposed) takes the M1 kernel of
+SgemmKernelM1Avx.S (``_m1_chunk``: no FMA, groups of four products, over the full K), or with B
+transposed the one above with B's rows as the rows; a column B with A transposed is B^T A^T
+through SgemmKernelM1Avx.  The M1 kernels are taken only with alpha == 1: any other alpha runs the
+ordinary kernel.
 
 A prepacked B (MlasGemmPackB: ORT's MatMul / Gemm with a constant B; ``mlas_sgemm_packed``) takes
 MlasSgemmPackedOperation instead: K blocks of a fixed 256 (MLAS_SGEMM_PACKED_STRIDEK), the same FMA
@@ -83,13 +89,13 @@ def segments(m: int, n: int, k: int, threads: int) -> list[tuple[int, int, int, 
     return [s for s in out if s[1] > 0 and s[3] > 0]
 
 
-def stride_k(n: int, k: int) -> int:
-    """MlasSgemmOperation's K block for a segment of ``n`` columns (A not transposed)."""
+def stride_k(n: int, k: int, trans_a: bool = False) -> int:
+    """MlasSgemmOperation's K block for a segment of ``n`` columns."""
     sn, sk = STRIDE, STRIDE
     if n >= k:
         while sk // 2 >= k:
             sn, sk = sn * 2, sk // 2
-    else:
+    elif not trans_a:
         while sn > 16 and sn // 2 >= n:
             sn, sk = sn // 2, sk * 2
     return sk
@@ -134,12 +140,14 @@ def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk, has_c=False, alpha=1.0):  # prag
 
 
 @njit(cache=True)
-def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compiled
+def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk, alpha=1.0):  # pragma: no cover - compiled
     """``_sgemm_segment`` for narrow segments (few columns, many rows), vectorised across rows
     instead: ``at`` is A transposed (K, M).  Every output is still one FMA chain per K block in
-    increasing k from +0, later blocks added with one rounding: the same bits."""
+    increasing k from +0, stored as fl(acc * alpha), later blocks as fma(acc, alpha, c): the same
+    bits."""
     kk = at.shape[0]
     tmp = np.empty(mc, np.float32)
+    al = np.float32(alpha)
     for j in range(n0, n0 + nc):
         k0 = 0
         while k0 < kk:
@@ -150,11 +158,36 @@ def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk):  # pragma: no cover - compil
                 _fma_row(b[k, j], at[k, m0:m0 + mc], tmp, mc)
             if k0 == 0:
                 for i in range(mc):
-                    c[m0 + i, j] = tmp[i]
+                    c[m0 + i, j] = np.float32(tmp[i] * al)
             else:
                 for i in range(mc):
-                    c[m0 + i, j] = np.float32(tmp[i] + c[m0 + i, j])
+                    c[m0 + i, j] = _fma32(tmp[i], al, c[m0 + i, j])
             k0 = k1
+
+
+@njit(cache=True)
+def _m1_chunk(a, b, c, n0, nc, k0, k1, first):  # pragma: no cover - compiled
+    """c[n0:n0+nc] (one row ``a`` of A) over K rows k0..k1 of ``b``, SgemmKernelM1Avx's order: no
+    FMA; per group of 4 k, t = fl(fl(fl(a0 b0 + a1 b1) + a2 b2) + a3 b3) (each product rounded),
+    then c = fl(t + c); a last pair and a last single likewise; c = +0 before the first group when
+    ``first`` (beta 0), else the value already in c (beta 1)."""
+    for j in range(n0, n0 + nc):
+        acc = np.float32(0.0) if first else c[j]
+        k = k0
+        while k + 4 <= k1:
+            t = a[k] * b[k, j]
+            t = np.float32(t + a[k + 1] * b[k + 1, j])
+            t = np.float32(t + a[k + 2] * b[k + 2, j])
+            t = np.float32(t + a[k + 3] * b[k + 3, j])
+            acc = np.float32(t + acc)
+            k += 4
+        if k1 - k >= 2:
+            t = np.float32(a[k] * b[k, j] + a[k + 1] * b[k + 1, j])
+            acc = np.float32(t + acc)
+            k += 2
+        if k1 - k == 1:
+            acc = np.float32(a[k] * b[k, j] + acc)
+        c[j] = acc
 
 
 @njit(cache=True)
@@ -184,36 +217,48 @@ def _m1_transb(a, x, c, m0, mc):  # pragma: no cover - compiled
         r += block
 
 
-def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
-    """float32 (M, K) @ (K, N) in MLAS's order, or None when a segment would take the (row) M1 kernel."""
+def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int, alpha: float = 1.0,
+               trans_a: bool = False, trans_b: bool = False) -> np.ndarray | None:
+    """float32 alpha * (M, K) @ (K, N) in MLAS's order (None for K == 0).  ``a`` / ``b`` are the logical operands; ``trans_a`` / ``trans_b``:
+    MLAS was handed them transposed (FusedMatMul), which changes the K blocking (trans_a) and which
+    M1 kernel a unit alpha selects, not the arithmetic."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
     n = b.shape[1]
     segs = segments(m, n, k, threads)
-    # a one-row segment takes SgemmKernelM1Avx (not modelled); N == 1 the transposed-B M1 kernel
-    if k == 0 or any(mc == 1 for _, mc, _, _ in segs):
+    unit = np.float32(alpha) == np.float32(1.0)
+    if k == 0:
         return None
-    if n == 1:
-        col = np.empty(m, np.float32)
-        for m0, mc, _, _ in segs:
-            _m1_transb(a, b[:, 0].copy(), col, m0, mc)
-        return col.reshape(m, 1)
     c = np.empty((m, n), np.float32)
-    at = None
+    at = bt = None
     for m0, mc, n0, nc in segs:
-        if nc < 64 <= mc:  # few columns: vectorise across rows (fma(b, a, acc) == fma(a, b, acc))
+        if unit and mc == 1 and not trans_a:  # a one-row segment: the M1 kernel for B's layout
+            if trans_b:
+                if bt is None:
+                    bt = np.ascontiguousarray(b.T)
+                _m1_transb(bt, a[m0].copy(), c[m0], n0, nc)
+            else:
+                _m1_chunk(a[m0], b, c[m0], n0, nc, 0, k, True)
+        elif unit and n == 1 and (not trans_b or k == 1):  # B a contiguous column: B^T A^T, M1 kernels
+            if trans_a:
+                if at is None:
+                    at = np.ascontiguousarray(a.T)
+                _m1_chunk(b[:, 0].copy(), at, c[:, 0], m0, mc, 0, k, True)
+            else:
+                _m1_transb(a, b[:, 0].copy(), c[:, 0], m0, mc)
+        elif nc < 64 <= mc:  # few columns: vectorise across rows (fma(b, a, acc) == fma(a, b, acc))
             if at is None:
                 at = np.ascontiguousarray(a.T)
-            _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k))
+            _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), alpha)
         else:
-            _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k))
+            _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), False, alpha)
     return c
 
 
-def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """float32 (M, K) @ (K, N) in the order of MLAS's packed-B SGEMM (module docstring); the thread
-    split does not change a bit (no K split, no M1 kernels)."""
+def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """float32 alpha * (M, K) @ (K, N) in the order of MLAS's packed-B SGEMM (module docstring); the
+    thread split does not change a bit (no K split, no M1 kernels)."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
@@ -222,7 +267,7 @@ def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if k == 0:
         c[:] = 0
     elif n < 64 <= m:
-        _sgemm_segment_t(np.ascontiguousarray(a.T), b, c, 0, m, 0, n, PACKED_STRIDE_K)
+        _sgemm_segment_t(np.ascontiguousarray(a.T), b, c, 0, m, 0, n, PACKED_STRIDE_K, alpha)
     else:
-        _sgemm_segment(a, b, c, 0, m, 0, n, PACKED_STRIDE_K)
+        _sgemm_segment(a, b, c, 0, m, 0, n, PACKED_STRIDE_K, False, alpha)
     return c
