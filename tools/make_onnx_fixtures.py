@@ -10,6 +10,10 @@ Writes
   small_cnn_qdq_s8s8.onnx   quantize_static: QDQ, int8 activations, int8 per-channel weights
   small_cnn_qop_u8s8.onnx   quantize_static: QOperator (QLinearConv/QLinearMatMul...), uint8
                             activations, int8 per-tensor weights
+  transformer_block_float32.onnx
+                            torch.onnx.export (dynamo) of a post-norm transformer encoder block:
+                            fused QKV Linear, scaled_dot_product_attention with 2 heads of 32,
+                            tanh-approximated GELU MLP, two LayerNorms; input [2, 10, 64]
 Deterministic: torch is seeded, BatchNorm statistics come from a fixed numpy seed, and calibration
 uses fixed-seed uniform random inputs.
 """
@@ -84,6 +88,35 @@ def export_float(path: Path) -> None:
     onnx.save(proto, str(path))
 
 
+class TransformerBlock(nn.Module):
+    def __init__(self, d: int = 64, heads: int = 2, ff: int = 128):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2, self.act = nn.Linear(d, ff), nn.Linear(ff, d), nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(x).split(d, dim=-1))
+        a = nn.functional.scaled_dot_product_attention(q, k, v)
+        x = self.norm1(x + self.proj(a.transpose(1, 2).reshape(b, t, d)))
+        return self.norm2(x + self.fc2(self.act(self.fc1(x))))
+
+
+def export_transformer(path: Path) -> None:
+    torch.manual_seed(0)
+    model = TransformerBlock().eval()
+    torch.onnx.export(model, (torch.zeros(2, 10, 64),), str(path), input_names=["x"], output_names=["y"],
+                      opset_version=OPSET, dynamo=True, external_data=False)
+    proto = onnx.load(str(path))
+    for node in proto.graph.node:
+        del node.metadata_props[:]
+    del proto.metadata_props[:]
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(path))
+
+
 class RandomReader(CalibrationDataReader):
     """Fixed-seed uniform [-1, 1) calibration batches."""
 
@@ -116,6 +149,7 @@ def main(argv=None) -> int:
     quantize(fp, args.out / "small_cnn_qdq_s8s8.onnx", QuantFormat.QDQ, QuantType.QInt8, True)
     quantize(fp, args.out / "small_cnn_qop_u8s8.onnx", QuantFormat.QOperator, QuantType.QUInt8,
              False)
+    export_transformer(args.out / "transformer_block_float32.onnx")
     for f in sorted(args.out.glob("*.onnx")):
         print(f"{f.name}: {f.stat().st_size} bytes")
     print(f"torch {torch.__version__}, onnx {onnx.__version__}")

@@ -98,6 +98,26 @@ _LAYOUT_AGNOSTIC = {"QLinearAdd", "QLinearMul", "QLinearLeakyRelu", "QLinearSigm
                     "HardSigmoid", "Identity", "QLinearConcat", "Concat"}
 
 
+def _channels_last_op(n) -> bool:
+    return n.op_type.startswith("Nhwc") or any(a.name == "channels_last" and a.i == 1 for a in n.attribute)
+
+
+def _feeds_channels_last(graph) -> set[str]:
+    """Tensors of ``graph`` read by a channels-last op directly or through layout-agnostic ops."""
+    producer = {o: n for n in graph.node for o in n.output if o}
+    out: set[str] = set()
+    stack = [i for n in graph.node if _channels_last_op(n) for i in n.input if i]
+    while stack:
+        t = stack.pop()
+        if t in out:
+            continue
+        out.add(t)
+        p = producer.get(t)
+        if p is not None and p.op_type in _LAYOUT_AGNOSTIC:
+            stack.extend(i for i in p.input if i)
+    return out
+
+
 def _layouts(graph, model_transposes: frozenset[str] = frozenset()) -> dict[str, bool | None]:
     """Per tensor of ORT's optimized graph: True when it is laid out channels-last (N, spatial..., C),
     False when in the model's layout, None when unknown (a layout-sensitive op on a channels-last input).
@@ -106,16 +126,19 @@ def _layouts(graph, model_transposes: frozenset[str] = frozenset()) -> dict[str,
     of the model's own Transpose nodes (they permute data, not the layout)."""
     layout: dict[str, bool | None] = {}
     inits = {t.name for t in graph.initializer}
+    feeds_nhwc = _feeds_channels_last(graph)
     for n in graph.node:
         data = [layout.get(i, False) for i in n.input if i and i not in inits]
-        if n.op_type.startswith("Nhwc") or any(a.name == "channels_last" and a.i == 1 for a in n.attribute):
+        if _channels_last_op(n):
             out = True
         elif n.op_type == "Transpose" and _TOKEN.sub("", n.name) in model_transposes:
             out = False if not any(d is not False for d in data) else None
         elif n.op_type == "Transpose":
             perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [])
             r = len(perm)
-            to_cl = r >= 3 and perm == [0] + list(range(2, r)) + [1]
+            # a layout Transpose reaches a channels-last op; ORT's transpose optimizer also merges the
+            # model's own Transposes into new ones (e.g. (0, 2, 1, 3) then (0, 1, 3, 2) -> (0, 2, 3, 1))
+            to_cl = r >= 3 and perm == [0] + list(range(2, r)) + [1] and n.output[0] in feeds_nhwc
             to_cf = r >= 3 and perm == [0, r - 1] + list(range(1, r - 1))
             src = data[0] if data else False
             out = True if (to_cl and src is False) else False if (to_cf and src is True) else \

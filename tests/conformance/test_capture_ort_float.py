@@ -67,3 +67,18 @@ def test_published_classifier_capture_every_deployed_tensor():
     x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
     n = _check(CORPUS / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": x})
     assert n >= 60, n
+
+
+def test_exported_transformer_block_capture():
+    """PyTorch's dynamo export of a transformer block (tests/fixtures/onnx): ORT's Gemms (MatMul + Add,
+    reshaped), FusedMatMul (the two scale Muls folded into alpha, the key Transpose merged by ORT's
+    transpose optimizer into a new (0, 2, 3, 1) Transpose -- a data transpose, not a layout change),
+    SkipLayerNormalization and the tanh GELU's own nodes: every tensor ORT computes that stands for a
+    model tensor is captured, and each is bit-exact under onnxruntime-cpu."""
+    path = CORPUS.parents[1] / "fixtures" / "onnx" / "transformer_block_float32.onnx"
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 10, 64)).astype(np.float32)
+    deployed = {"x", "linear", "split_split_0", "split_split_1", "split_split_2", "view", "view_1", "view_2",
+                "view_3", "transpose", "transpose_2", "transpose_3", "val_46", "val_52", "val_53",
+                "scaled_dot_product_attention", "linear_1", "layer_norm", "linear_2", "val_66", "val_68", "val_69",
+                "val_71", "val_72", "val_74", "val_76", "gelu", "linear_3", "y"}
+    assert _check(path, {"x": x}, deployed) == 29

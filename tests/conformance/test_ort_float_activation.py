@@ -1,4 +1,5 @@
-"""Float Sigmoid / Tanh of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime, bit for bit.
+"""Float Sigmoid / Tanh / Erf / the Gelu family / Pow of the ``onnxruntime-cpu`` scheme (variant
+``ort_float``) vs onnxruntime, bit for bit.
 
 MLAS evaluates both with FMA3 rational approximations (kernels/onnxruntime/float_activation.py); NumPy's
 transcendentals differ in ~60% of float32 results, enough to flip a 16-bit QuantizeLinear after a
@@ -163,3 +164,44 @@ def test_erf_gelu_subgraph_fused_as_ort_does(tmp_path, pattern, opset, sqrt2):
     assert np.array_equal(ours.view(np.int32), want["ORT_ENABLE_ALL"].view(np.int32)), \
         f"{np.mean(ours.view(np.int32) != want['ORT_ENABLE_ALL'].view(np.int32)):.3%} differ"
     assert not np.array_equal(want["ORT_DISABLE_ALL"].view(np.int32), want["ORT_ENABLE_ALL"].view(np.int32))
+
+
+POW_CASES = {  # name -> (exponent value, exponent dtype); a base of 60k values incl. negatives, zeros
+    "square": (2.0, np.float32), "cube": (3.0, np.float32), "sqrt": (0.5, np.float32),
+    "one-and-half": (1.5, np.float32), "reciprocal": (-1.0, np.float32), "fourth": (4.0, np.float32),
+    "cube-int64": (3, np.int64), "fifth-int64": (5, np.int64), "third-double": (1 / 3, np.float64),
+    "elementwise": (None, np.float32),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POW_CASES))
+def test_ort_pow_bit_exact(case, tmp_path):
+    """ORT's Pow (kernels/onnxruntime/float_pow.py): x*x / x*x*x shortcuts for a single exponent of 2 or
+    3 (any type), libm powf for float32 exponents, double pow for others -- bit for bit, NaNs where ORT
+    has them; NumPy's float32 power (what the generic kernel ends in) differs."""
+    value, dtype = POW_CASES[case]
+    rng = np.random.default_rng(12)
+    x = np.concatenate([np.array([0.0, -0.0, 1.0, -1.0, 1e-30, 3e38, -2.0], np.float32),
+                        (rng.standard_normal(60000) * 3).astype(np.float32)])
+    if value is None:
+        e = rng.uniform(-3, 3, x.size).astype(np.float32)
+        inputs = [helper.make_tensor_value_info("e", TensorProto.FLOAT, [x.size])]
+        feeds, inits = {"x": x, "e": e}, []
+    else:
+        inputs, feeds = [], {"x": x}
+        inits = [onnx.numpy_helper.from_array(np.array(value, dtype), "e")]
+    g = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [x.size])] + inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = np.asarray(refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run(feeds)["y"])
+    assert np.array_equal(ours.view(np.int32), want.view(np.int32)), int((ours.view(np.int32) != want.view(np.int32)).sum())
+    generic = np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"])
+    if dtype == np.float32 and case != "square":  # (x**2 is x*x there too; other exponent types widen)
+        assert not np.array_equal(generic.view(np.int32), want.view(np.int32))

@@ -8,6 +8,7 @@ comparisons can fail."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,3 +178,22 @@ def test_matmul_fusions_at_default_optimisation(tmp_path, case):
 # the output of a one-K-block product is fl(acc * c) either way.)
 ROUNDS_OTHERWISE = {"div-output", "pow-scale", "sqrt-scale", "transpose-b-and-scale", "input-muls",
                     "input-and-output"}
+
+
+def test_dynamo_exported_transformer_block(tmp_path):
+    """PyTorch's default (dynamo) export of a transformer block (tests/fixtures/onnx/README.md): the
+    attention scale as two Muls on q and k (MatMulScaleFusion folds both into alpha), a (0, 2, 1)
+    Transpose of k, the tanh GELU decomposed (Pow 3 -> ORT's x*x*x), MatMul + Add -> Gemm and
+    SkipLayerNormalization: ORT_ENABLE_ALL's FusedMatMul / SkipLayerNormalization / Gemm counts and
+    every output bit are reproduced; ORT_DISABLE_ALL rounds otherwise."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "transformer_block_float32.onnx"
+    m = onnx.load(str(path))
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 10, 64)).astype(F)}
+    want = _ort(m, feeds, save=tmp_path / "opt.onnx")
+    ort_ops = [nd.op_type for nd in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    got, s = _ours(tmp_path, m, feeds)
+    ops = [st.node.op.split(".")[-1] for st in s.steps]
+    for op in ("FusedMatMul", "SkipLayerNormalization", "Gemm", "MatMul", "Softmax", "Tanh", "Pow"):
+        assert ops.count(op) == ort_ops.count(op), (op, ops, ort_ops)
+    assert _equal(got, want)
+    assert not _equal(_ort(m, feeds, "ORT_DISABLE_ALL"), want)
