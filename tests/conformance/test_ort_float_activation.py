@@ -18,13 +18,16 @@ from onnx import TensorProto, helper  # noqa: E402
 import refinterp  # noqa: E402
 from tests.onnx_models import ort_at_levels  # noqa: E402
 from refinterp.kernels.onnxruntime.float_activation import mlas_sigmoid, mlas_tanh  # noqa: E402
+from refinterp.kernels.onnxruntime.float_exp import mlas_exp  # noqa: E402
 
 
 def _inputs() -> np.ndarray:
     rng = np.random.default_rng(8)
     special = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-8, 8.999, 9.0, 9.5, -9.5, 17.99, 18.0, 25.0, -25.0, 1e30,
-                        -1e30], np.float32)
+                        -1e30, 88.72, 88.73, 89.0, -87.4, -87.5, -103.9, -104.0, -200.0, np.inf, -np.inf],
+                       np.float32)  # (Exp: the subnormal range below -87.3 and both clamps)
     return np.concatenate([special, (rng.standard_normal(50000) * 6).astype(np.float32),
+                           (rng.standard_normal(20000) * 40).astype(np.float32),
                            np.linspace(-20, 20, 20001, dtype=np.float32)])
 
 
@@ -37,7 +40,7 @@ def _model(op: str, n: int):
     return m
 
 
-@pytest.mark.parametrize("op,fn", [("Tanh", mlas_tanh), ("Sigmoid", mlas_sigmoid)])
+@pytest.mark.parametrize("op,fn", [("Tanh", mlas_tanh), ("Sigmoid", mlas_sigmoid), ("Exp", mlas_exp)])
 def test_mlas_activation_bit_exact(op, fn, tmp_path):
     x = _inputs()
     m = _model(op, x.size)
@@ -204,4 +207,26 @@ def test_ort_pow_bit_exact(case, tmp_path):
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), int((ours.view(np.int32) != want.view(np.int32)).sum())
     generic = np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"])
     if dtype == np.float32 and case != "square":  # (x**2 is x*x there too; other exponent types widen)
+        assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
+
+
+@pytest.mark.parametrize("n", [7, 4001, 16001, 50001, 262147])
+def test_ort_log_bit_exact(n, tmp_path):
+    """ORT's Log (kernels/onnxruntime/float_log.py): Eigen's SSE packet log, and libm's logf for the
+    elements before the first aligned packet and after the last whole one of each of ORT's parallel-for
+    blocks (the sizes cover one block, a short tail, and 6 / 8 blocks); zeros, infinities, negatives,
+    NaN and subnormals included, NaN bit patterns too.  NumPy's float32 log differs on ~11%."""
+    rng = np.random.default_rng(n)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, -1.0, np.nan, 1e-40, 1.0, 0.70710677, 0.70710683], np.float32)
+    x = np.concatenate([special, (np.abs(rng.standard_normal(n)) * 10 + 1e-3).astype(np.float32)])[:max(n, 7)]
+    m = _model("Log", x.size)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = np.asarray(refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"x": x})["y"])
+    assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
+    if n > 100:
+        generic = np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"])
         assert not np.array_equal(generic.view(np.int32), want.view(np.int32))

@@ -1,0 +1,137 @@
+"""Log variant ``ort_float``: ONNX Runtime 1.32's CPU Log on float32, an Eigen array expression run
+over ORT's parallel-for blocks (onnxruntime/core/providers/cpu/math/element_wise_ops.h functors::Log,
+cost 15 cycles; core/common/threadpool.cc ParallelFor; Eigen's plog_float in
+GenericPacketMathFunctions.h, 4-float SSE packets, no FMA).
+
+Numeric contract, per element (float32):
+
+* packet path: (m, e) = frexp(x) (m in [0.5, 1)); if m < sqrt(1/2): e -= 1, t = m + m - 1, else
+  t = m - 1; p = t * ((t * p3 + p2) * t + p1), q = ((t * q3 + q2) * t + q1) * t + 1 (every product
+  and sum rounded separately), r = p / q; y = e * ln2 + r (rounded twice); +-0 -> -inf, +inf ->
+  +inf, negative or NaN -> the NaN with every bit set;
+* scalar path: libm ``logf``.  They differ on ~10% of inputs.
+
+Which path an element takes: ORT splits the N elements into blocks when Eigen's cost model asks for
+more than one thread -- cost per element c = 8 * 11/64 + 15 load / store / compute cycles, threads =
+min(T, floor((N c - 1e5) / 1e5 + 0.9)), T the intra-op threads (physical cores) -- of
+max(ceil(N / 4T), floor(4e4 / c)) elements (at most twice that), coarsened while whole rounds of T
+blocks get fuller (Eigen's CalculateParallelForBlock).  In each block, elements before the first
+16-byte boundary and after the last whole packet take the scalar path.
+Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_activation.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+
+from .common import is_quantized
+from .float_conv import physical_cores
+from ..registry import Delegate, kernel, require
+
+VARIANT = "ort_float"
+_F = np.float32
+PACKET = 4                       # SSE float packets
+_COST = 4 * 11 / 64 * 2 + 15.0   # Eigen TensorOpCost total of (4 bytes in, 4 bytes out, 15 cycles)
+_P = np.array([1.0000000190281136, 1.0000000190281063, 0.18256296349849254], _F)
+_Q = np.array([1.4999999999999927, 0.59923249590823520, 0.049616247954120038], _F)
+_NAN = np.array([0xFFFFFFFF], np.uint32).view(_F)  # por(x, invalid mask): every bit set
+
+
+def parallel_blocks(n: int, threads: int, cost: float = _COST) -> list[tuple[int, int]]:
+    """[start, end) blocks of ORT's ThreadPool::ParallelFor over ``n`` items (module docstring)."""
+    if n <= 1 or threads <= 1:
+        return [(0, n)]
+    t = (n * cost - 100000.0) / 100000.0 + 0.9
+    if min(threads, max(1, int(t))) == 1:
+        return [(0, n)]
+    size = min(n, max(-(-n // (4 * threads)), int(40000.0 / cost)))
+    max_size = min(n, 2 * size)
+    count = -(-n // size)
+    eff = count / (-(-count // threads) * threads)
+    prev = count
+    while eff < 1.0 and prev > 1:
+        coarser = -(-n // (prev - 1))
+        if coarser > max_size:
+            break
+        c2 = -(-n // coarser)
+        prev = c2
+        e2 = c2 / (-(-c2 // threads) * threads)
+        if e2 + 0.01 >= eff:
+            size, count, eff = coarser, c2, max(eff, e2)
+    return [(i * size, min(n, (i + 1) * size)) for i in range(count)]
+
+
+@numba.njit(cache=True)
+def _packet_log(v, p, q, nan):  # pragma: no cover - compiled
+    if v != v or v < 0:
+        return nan
+    if v == 0:
+        return np.float32(-np.inf)
+    if v == np.inf:
+        return v
+    m, e = math.frexp(np.float64(v))  # v is a float32: m exact in float32 (subnormals too)
+    t = np.float32(m)
+    ef = np.float32(e)
+    if t < np.float32(0.707106781186547524):
+        ef = np.float32(ef - np.float32(1.0))
+        t = np.float32(np.float32(t - np.float32(1.0)) + t)
+    else:
+        t = np.float32(t - np.float32(1.0))
+    pp = np.float32(np.float32(t * p[2]) + p[1])
+    pp = np.float32(np.float32(t * pp) + p[0])
+    pp = np.float32(t * pp)
+    qq = np.float32(np.float32(t * q[2]) + q[1])
+    qq = np.float32(np.float32(t * qq) + q[0])
+    qq = np.float32(np.float32(t * qq) + np.float32(1.0))
+    r = np.float32(pp / qq)
+    return np.float32(np.float32(ef * np.float32(0.693147180559945309417)) + r)
+
+
+@numba.njit(cache=True)
+def _log_block(x, out, s, e, packet, p, q, nan):  # pragma: no cover - compiled
+    head = min(e - s, (packet - s % packet) % packet)
+    body_end = s + head + (e - s - head) // packet * packet
+    for i in range(s, e):
+        if i < s + head or i >= body_end:
+            out[i] = math.log(x[i])  # llvm.log.f32: libm logf
+        else:
+            out[i] = _packet_log(x[i], p, q, nan)
+
+
+def ort_log_values(x: np.ndarray, threads: int) -> np.ndarray:
+    x = np.ascontiguousarray(x, _F)
+    flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    for s, e in parallel_blocks(flat.size, threads):
+        _log_block(flat, out, s, e, PACKET, _P, _Q, _NAN[0])
+    return out.reshape(x.shape)
+
+
+@dataclass(frozen=True)
+class OrtLogPlan:
+    threads: int
+    generic: Any
+    executed_by: str = "ORT Log: Eigen plog_float SSE packets, libm logf at block edges"
+
+
+def _prepare(node, ctx):
+    fk = require("Log", "float")
+    d = Delegate(fk, fk.prepare(node, ctx))
+    x = ctx.inputs[0] if ctx.inputs else None
+    if x is None or str(x.dtype) != "float32" or is_quantized(x) or any(is_quantized(t) for t in ctx.outputs if t):
+        return d
+    return OrtLogPlan(physical_cores(), d)
+
+
+@kernel("Log", VARIANT, prepare=_prepare)
+def ort_log(plan, x):
+    if isinstance(plan, Delegate):
+        return plan.kernel.run(plan.plan, x)
+    x = np.asarray(x)
+    if x.dtype != _F:
+        return plan.generic.kernel.run(plan.generic.plan, x)
+    return ort_log_values(x, plan.threads)
