@@ -6,6 +6,7 @@ from typing import Callable
 
 from ..ir import Graph
 from .qdq import dq_matmul_nbits, fuse_qdq, fuse_qdq_x86
+from .ort_const_fold import ort_const_fold
 from .ort_fold import ort_conv_fold
 from .ort_gelu import ort_gelu_fusion
 from .ort_gemm import ort_matmul_add
@@ -24,7 +25,8 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x
                                               "ort_simplified_layernorm_fusion": ort_simplified_layernorm_fusion,
                                               "ort_skip_layernorm_fusion": ort_skip_layernorm_fusion,
                                               "ort_matmul_transpose_fusion": ort_matmul_transpose_fusion,
-                                              "ort_matmul_scale_fusion": ort_matmul_scale_fusion}
+                                              "ort_matmul_scale_fusion": ort_matmul_scale_fusion,
+                                              "ort_const_fold": ort_const_fold}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

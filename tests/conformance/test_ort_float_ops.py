@@ -232,3 +232,62 @@ def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
     assert got.shape == want["ORT_ENABLE_ALL"].shape and np.array_equal(_bits(got), _bits(want["ORT_ENABLE_ALL"]))
     print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on "
           f"{np.mean(_bits(want['ORT_DISABLE_ALL']) != _bits(want['ORT_ENABLE_ALL'])):.1%}")
+
+
+LSTM_CASES = {  # name -> (T, B, I, H, direction, bias, peepholes, initial state, sequence_lens, W behind a Transpose)
+    "forward": (5, 2, 8, 16, "forward", True, False, False, None, False),
+    "reverse": (5, 2, 8, 16, "reverse", True, False, False, None, False),
+    "bidirectional": (4, 3, 8, 16, "bidirectional", True, False, False, None, False),
+    "peepholes-initial-state": (5, 2, 8, 16, "forward", True, True, True, None, False),
+    "no-bias": (5, 2, 8, 16, "forward", False, False, False, None, False),
+    "two-k-blocks-batch1": (3, 1, 300, 64, "forward", True, False, False, None, False),
+    "batch5-h128": (3, 5, 40, 128, "forward", True, False, True, None, False),
+    "sequence-lens-bidirectional": (6, 3, 8, 16, "bidirectional", True, False, False, [6, 2, 4], False),
+    "weights-through-transpose": (5, 2, 8, 16, "forward", True, False, False, None, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LSTM_CASES))
+def test_lstm_bit_exact(tmp_path, case):
+    """ORT's DeepCPU LSTM (kernels/onnxruntime/float_lstm.py: prepacked MLAS GEMMs, the recurrent sum
+    added onto X W^T per K block, MLAS sigmoid / tanh, C = fl(c f) + fl(i g)) -- Y, Y_h and Y_c bit for
+    bit at ORT_ENABLE_ALL; a W the exporter transposed is a constant once ORT folds it (ort_const_fold).
+    The generic kernel (NumPy matmuls and transcendentals) differs."""
+    t, b, i, h, direction, bias, peep, state, lens, transposed = LSTM_CASES[case]
+    rng = np.random.default_rng(len(case))
+    nd = 2 if direction == "bidirectional" else 1
+    w = (rng.standard_normal((nd, 4 * h, i)) * 0.5).astype(np.float32)
+    inits = [numpy_helper.from_array(np.ascontiguousarray(np.swapaxes(w, 1, 2)) if transposed else w, "W0"),
+             numpy_helper.from_array((rng.standard_normal((nd, 4 * h, h)) * 0.5).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((nd, 8 * h)) * 0.3).astype(np.float32), "B"),
+             numpy_helper.from_array((rng.standard_normal((nd, 3 * h)) * 0.3).astype(np.float32), "P")]
+    nodes = [helper.make_node("Transpose" if transposed else "Identity", ["W0"], ["W"],
+                              **({"perm": [0, 2, 1]} if transposed else {}))]
+    feeds = {"x": rng.standard_normal((t, b, i)).astype(np.float32)}
+    inputs = [("x", [t, b, i])]
+    ins = ["x", "W", "R", "B" if bias else "", "", "", "", "P" if peep else ""]
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
+        ins[4] = "L"
+    if state:
+        feeds.update(h0=rng.standard_normal((nd, b, h)).astype(np.float32), c0=rng.standard_normal((nd, b, h)).astype(np.float32))
+        inputs += [("h0", [nd, b, h]), ("c0", [nd, b, h])]
+        ins[5:7] = ["h0", "c0"]
+    while ins[-1] == "":
+        ins.pop()
+    nodes.append(helper.make_node("LSTM", ins, ["y", "yh", "yc"], hidden_size=h, direction=direction))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh", "yc")], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    s = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "onnxruntime-cpu")
+    assert [st.kernel.variant for st in s.steps if st.node.op == "LSTM"] == ["ort_float"]
+    got = s.run(feeds)
+    for name, w_ in zip(("y", "yh", "yc"), want):
+        assert np.array_equal(_bits(got[name]), _bits(w_)), name
+    generic = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "float32").run(feeds)
+    assert not np.array_equal(_bits(generic["y"]), _bits(want[0]))
