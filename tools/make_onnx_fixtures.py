@@ -74,10 +74,8 @@ def build_model() -> nn.Module:
     return model
 
 
-def export_float(path: Path) -> None:
-    model = build_model()
-    example = torch.zeros(INPUT_SHAPE)
-    torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["probs"],
+def _export(model: nn.Module, example: torch.Tensor, path: Path, names: tuple[str, str]) -> None:
+    torch.onnx.export(model, (example,), str(path), input_names=[names[0]], output_names=[names[1]],
                       opset_version=OPSET, dynamo=True, external_data=False)
     proto = onnx.load(str(path))
     # the dynamo exporter records Python stack traces (host paths) as metadata; drop them
@@ -86,6 +84,10 @@ def export_float(path: Path) -> None:
     del proto.metadata_props[:]
     onnx.checker.check_model(proto)
     onnx.save(proto, str(path))
+
+
+def export_float(path: Path) -> None:
+    _export(build_model(), torch.zeros(INPUT_SHAPE), path, ("input", "probs"))
 
 
 class TransformerBlock(nn.Module):
@@ -106,15 +108,7 @@ class TransformerBlock(nn.Module):
 
 def export_transformer(path: Path) -> None:
     torch.manual_seed(0)
-    model = TransformerBlock().eval()
-    torch.onnx.export(model, (torch.zeros(2, 10, 64),), str(path), input_names=["x"], output_names=["y"],
-                      opset_version=OPSET, dynamo=True, external_data=False)
-    proto = onnx.load(str(path))
-    for node in proto.graph.node:
-        del node.metadata_props[:]
-    del proto.metadata_props[:]
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(path))
+    _export(TransformerBlock().eval(), torch.zeros(2, 10, 64), path, ("x", "y"))
 
 
 class RandomReader(CalibrationDataReader):

@@ -40,6 +40,17 @@ def _model(op: str, n: int):
     return m
 
 
+def _three_ways(tmp_path, m, feeds):
+    """(ORT's output, onnxruntime-cpu's, the generic float32 scheme's) for ``m``'s output y."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    ours = np.asarray(refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run(feeds)["y"])
+    return want, ours, np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"])
+
+
 @pytest.mark.parametrize("op,fn", [("Tanh", mlas_tanh), ("Sigmoid", mlas_sigmoid), ("Exp", mlas_exp)])
 def test_mlas_activation_bit_exact(op, fn, tmp_path):
     x = _inputs()
@@ -96,15 +107,9 @@ def test_mlas_erf_and_gelu_family_bit_exact(case, tmp_path):
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if domain else [])
     m = helper.make_model(g, opset_imports=opsets)
     m.ir_version = 9
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    p = tmp_path / "m.onnx"
-    onnx.save(m, str(p))
-    ours = refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run(feeds)["y"]
+    want, ours, generic = _three_ways(tmp_path, m, feeds)
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), \
         f"{np.mean(ours.view(np.int32) != want.view(np.int32)):.3%} differ"
-    generic = refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"]
     assert not np.array_equal(generic.view(np.int32), want.view(np.int32))  # why the variant exists
 
 
@@ -198,14 +203,8 @@ def test_ort_pow_bit_exact(case, tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    p = tmp_path / "m.onnx"
-    onnx.save(m, str(p))
-    ours = np.asarray(refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run(feeds)["y"])
+    want, ours, generic = _three_ways(tmp_path, m, feeds)
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), int((ours.view(np.int32) != want.view(np.int32)).sum())
-    generic = np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run(feeds)["y"])
     if dtype == np.float32 and case != "square":  # (x**2 is x*x there too; other exponent types widen)
         assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
 
@@ -220,13 +219,7 @@ def test_ort_log_bit_exact(n, tmp_path):
     special = np.array([0.0, -0.0, np.inf, -np.inf, -1.0, np.nan, 1e-40, 1.0, 0.70710677, 0.70710683], np.float32)
     x = np.concatenate([special, (np.abs(rng.standard_normal(n)) * 10 + 1e-3).astype(np.float32)])[:max(n, 7)]
     m = _model("Log", x.size)
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    p = tmp_path / "m.onnx"
-    onnx.save(m, str(p))
-    ours = np.asarray(refinterp.Session(refinterp.load(str(p)), "onnxruntime-cpu").run({"x": x})["y"])
+    want, ours, generic = _three_ways(tmp_path, m, {"x": x})
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
     if n > 100:
-        generic = np.asarray(refinterp.Session(refinterp.load(str(p)), "float32").run({"x": x})["y"])
         assert not np.array_equal(generic.view(np.int32), want.view(np.int32))

@@ -18,6 +18,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
+from tests.conformance.test_ort_float_layernorm import _equal, _ort  # noqa: E402
+from tests.conformance.test_ort_float_layernorm import _model as _ln_model  # noqa: E402
 
 F = np.float32
 mk = helper.make_node
@@ -25,21 +27,7 @@ MS = "com.microsoft"
 
 
 def _model(nodes, inputs: dict, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape))
-                                       for k, v in inputs.items()],
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)])
-    m.ir_version = 8
-    return m
-
-
-def _ort(m, feeds, level="ORT_ENABLE_ALL", save=None):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    if save:
-        so.optimized_model_filepath = str(save)
-    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return _ln_model(nodes, inputs, outputs, inits, opset, ms=True)
 
 
 def _ours(tmp_path, m, feeds, scheme="onnxruntime-cpu"):
@@ -48,12 +36,6 @@ def _ours(tmp_path, m, feeds, scheme="onnxruntime-cpu"):
     s = refinterp.Session(refinterp.load(str(p)), scheme)
     out = s.run(feeds)
     return [np.asarray(out[o.name]) for o in m.graph.output], s
-
-
-def _equal(got, want) -> bool:
-    return all(g.shape == w.shape and np.array_equal(np.ascontiguousarray(g, F).view(np.uint32),
-                                                     np.ascontiguousarray(w, F).view(np.uint32))
-               for g, w in zip(got, want))
 
 
 # -- the kernel --------------------------------------------------------------------------------------------

@@ -25,6 +25,17 @@ def is_quantized(t) -> bool:
     return t is not None and t.quant is not None and np.dtype(t.dtype).kind in "iu"
 
 
+def float32_node_or_delegate(node, ctx) -> tuple[Delegate, bool]:
+    """(the generic float kernel's Delegate for ``node``, whether its first input is a plain float32
+    tensor and nothing it reads or writes is quantized): the test ORT's float32-only kernels use."""
+    fk = require(node.op, "float")
+    d = Delegate(fk, fk.prepare(node, ctx))
+    x = ctx.inputs[0] if ctx.inputs else None
+    ok = x is not None and str(x.dtype) == "float32" and not is_quantized(x) and \
+        not any(is_quantized(t) for t in ctx.outputs if t)
+    return d, ok
+
+
 def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = (),
                float_refusal: str | None = None):
     """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "int")`` when

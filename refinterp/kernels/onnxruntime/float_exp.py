@@ -1,7 +1,7 @@
 """Exp variant ``ort_float``: ONNX Runtime 1.32's CPU Exp on float32, ``MlasComputeExp``
 (onnxruntime/core/mlas/lib/compute.cpp, MlasExpConstants), x86-64.
 
-Numeric contract (float32, every ``fma`` one rounding; the constants of float_softmax.py):
+Numeric contract (float32, every ``fma`` one rounding; MlasExpConstants, below):
 
 * ``v = min(max(x, -103.9720840454), 88.7228391)`` (NaN stays NaN);
 * ``m = fma(v, 1/ln2, 1.5 * 2^23) - 1.5 * 2^23`` (nearest integer), ``r = fma(m, -ln2_hi, v)``,
@@ -20,14 +20,35 @@ from typing import Any
 import numba
 import numpy as np
 
-from .common import is_quantized
+from .common import float32_node_or_delegate
 from .float_sgemm import _fma32
-from .float_softmax import _BIAS, _LOG2HI, _LOG2LO, _LOG2R, _LOWER, _POLY
-from ..registry import Delegate, kernel, require
+from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
-_UPPER = _F(88.7228391)  # MlasExpConstants.UpperRange
+# MlasExpConstants (compute.cpp), shared with Softmax (float_softmax.py)
+_LOWER = _F(-103.9720840454)  # LowerRange: the AVX-512F kernels clamp here (vscalefps reaches subnormals)
+_UPPER = _F(88.7228391)       # UpperRange
+_BIAS = _F(12582912.0)        # MLAS_ROUNDING_BIAS_MAGIC, 1.5 * 2^23
+_LOG2R = _F(1.44269504088896341)
+_LOG2HI = _F(-6.93145752e-1)
+_LOG2LO = _F(-1.42860677e-6)
+_POLY = np.array([float.fromhex("0x1.694000p-10"), float.fromhex("0x1.125edcp-7"),
+                  float.fromhex("0x1.555b5ap-5"), float.fromhex("0x1.555450p-3"),
+                  float.fromhex("0x1.fffff6p-2"), 1.0, 1.0], _F)
+
+
+@numba.njit(cache=True)
+def exp_core(v, bias, log2r, log2hi, log2lo, poly):  # pragma: no cover - compiled
+    """exp(v) for an already clamped float32 v: the reduction, the FMA polynomial and the scaling."""
+    b = _fma32(v, log2r, bias)
+    m = np.float32(b - bias)
+    v = _fma32(m, log2hi, v)
+    v = _fma32(m, log2lo, v)
+    p = poly[0]
+    for c in range(1, 7):
+        p = _fma32(p, v, poly[c])
+    return np.float32(np.float64(p) * 2.0 ** np.float64(m))  # exact product, one rounding
 
 
 @numba.njit(cache=True)
@@ -38,14 +59,7 @@ def _exp(x, out, lower, upper, bias, log2r, log2hi, log2lo, poly):  # pragma: no
             v = lower
         if v > upper:
             v = upper
-        b = _fma32(v, log2r, bias)
-        m = np.float32(b - bias)
-        v = _fma32(m, log2hi, v)
-        v = _fma32(m, log2lo, v)
-        p = poly[0]
-        for c in range(1, 7):
-            p = _fma32(p, v, poly[c])
-        out[i] = np.float32(np.float64(p) * 2.0 ** np.float64(m))  # exact product, one rounding
+        out[i] = exp_core(v, bias, log2r, log2hi, log2lo, poly)
 
 
 def mlas_exp(x: np.ndarray) -> np.ndarray:
@@ -64,12 +78,8 @@ class OrtExpPlan:
 
 
 def _prepare(node, ctx):
-    fk = require("Exp", "float")
-    d = Delegate(fk, fk.prepare(node, ctx))
-    x = ctx.inputs[0] if ctx.inputs else None
-    if x is None or str(x.dtype) != "float32" or is_quantized(x) or any(is_quantized(t) for t in ctx.outputs if t):
-        return d
-    return OrtExpPlan(d)
+    d, ok = float32_node_or_delegate(node, ctx)
+    return OrtExpPlan(d) if ok else d
 
 
 @kernel("Exp", VARIANT, prepare=_prepare)

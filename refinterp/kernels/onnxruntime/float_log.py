@@ -28,9 +28,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from .common import is_quantized
+from .common import float32_node_or_delegate
 from .float_conv import physical_cores
-from ..registry import Delegate, kernel, require
+from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -119,12 +119,8 @@ class OrtLogPlan:
 
 
 def _prepare(node, ctx):
-    fk = require("Log", "float")
-    d = Delegate(fk, fk.prepare(node, ctx))
-    x = ctx.inputs[0] if ctx.inputs else None
-    if x is None or str(x.dtype) != "float32" or is_quantized(x) or any(is_quantized(t) for t in ctx.outputs if t):
-        return d
-    return OrtLogPlan(physical_cores(), d)
+    d, ok = float32_node_or_delegate(node, ctx)
+    return OrtLogPlan(physical_cores(), d) if ok else d
 
 
 @kernel("Log", VARIANT, prepare=_prepare)

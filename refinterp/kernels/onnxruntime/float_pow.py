@@ -22,8 +22,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from .common import is_quantized
-from ..registry import Delegate, kernel, require
+from .common import float32_node_or_delegate
+from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -48,12 +48,8 @@ class OrtPowPlan:
 
 
 def _prepare(node, ctx):
-    fk = require("Pow", "float")
-    d = Delegate(fk, fk.prepare(node, ctx))
-    x = ctx.inputs[0] if ctx.inputs else None
-    if x is None or str(x.dtype) != "float32" or is_quantized(x) or any(is_quantized(t) for t in ctx.outputs if t):
-        return d
-    return OrtPowPlan(d)
+    d, ok = float32_node_or_delegate(node, ctx)
+    return OrtPowPlan(d) if ok else d
 
 
 @kernel("Pow", VARIANT, prepare=_prepare)

@@ -26,22 +26,11 @@ import numba
 import numpy as np
 
 from .common import is_quantized
-from .float_sgemm import _fma32
+from .float_exp import _BIAS, _LOG2HI, _LOG2LO, _LOG2R, _LOWER, _POLY, exp_core
 from ..registry import Delegate, kernel, require
 
 VARIANT = "ort_float"
 _F = np.float32
-# MlasExpConstants (compute.cpp)
-_LOWER = _F(-103.9720840454)  # LowerRange: the AVX-512F kernel clamps here (vscalefps reaches subnormals)
-_BIAS = _F(12582912.0)  # MLAS_ROUNDING_BIAS_MAGIC, 1.5 * 2^23
-_LOG2R = _F(1.44269504088896341)
-_LOG2HI = _F(-6.93145752e-1)
-_LOG2LO = _F(-1.42860677e-6)
-_POLY = np.array([float.fromhex("0x1.694000p-10"), float.fromhex("0x1.125edcp-7"),
-                  float.fromhex("0x1.555b5ap-5"), float.fromhex("0x1.555450p-3"),
-                  float.fromhex("0x1.fffff6p-2"), 1.0, 1.0], _F)
-
-
 @numba.njit(cache=True)
 def _rows(x, out, lower, bias, log2r, log2hi, log2lo, poly):  # pragma: no cover - compiled
     n_rows, d = x.shape
@@ -59,14 +48,7 @@ def _rows(x, out, lower, bias, log2r, log2hi, log2lo, poly):  # pragma: no cover
             v = np.float32(row[i] + neg)
             if v < lower:
                 v = lower
-            b = _fma32(v, log2r, bias)
-            m = np.float32(b - bias)
-            v = _fma32(m, log2hi, v)
-            v = _fma32(m, log2lo, v)
-            p = poly[0]
-            for c in range(1, 7):
-                p = _fma32(p, v, poly[c])
-            e = np.float32(np.float64(p) * 2.0 ** np.float64(m))  # exact product, one rounding
+            e = exp_core(v, bias, log2r, log2hi, log2lo, poly)
             out[r, i] = e
             lanes[i % 16] = np.float32(lanes[i % 16] + e)
         a0 = np.float32(lanes[8] + lanes[0])
