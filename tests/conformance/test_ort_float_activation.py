@@ -223,3 +223,24 @@ def test_ort_log_bit_exact(n, tmp_path):
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
     if n > 100:
         assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
+
+
+@pytest.mark.parametrize("n", [7, 50001, 262147])
+@pytest.mark.parametrize("op,attrs", [("Elu", {}), ("Elu", {"alpha": 0.3}), ("Selu", {}), ("Celu", {"alpha": 1.7}),
+                                      ("Softsign", {})])
+def test_ort_eigen_activations_bit_exact(op, attrs, n, tmp_path):
+    """ORT's Elu / Selu / Celu / Softsign functors (kernels/onnxruntime/float_eigen_unary.py): Eigen's
+    SSE pexp_float packets and libm's expf at the edges of ORT's parallel-for blocks (one block, 8 and
+    more), exp's clamps, subnormal range, infinities and NaN; NumPy's exp differs."""
+    rng = np.random.default_rng(n)
+    special = np.array([0, -0.0, -104.5, -103, -88, -87.5, 88.7, 89, np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([special, (rng.standard_normal(n) * 6).astype(np.float32)])[:max(n, special.size)]
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [x.size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    want, ours, generic = _three_ways(tmp_path, m, {"x": x})
+    assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
+    if n > 100:
+        assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
