@@ -1,4 +1,4 @@
-"""Float Softmax of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime, bit for bit.
+"""Float Softmax and LogSoftmax of the ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime, bit for bit.
 
 ORT's CPU Softmax runs MLAS's exp polynomial and 16-lane sums (kernels/onnxruntime/float_softmax.py); NumPy's
 exp and sum differ by an ulp often enough to flip a 16-bit QuantizeLinear after a QDQ Softmax.
@@ -18,8 +18,8 @@ import refinterp  # noqa: E402
 from refinterp.kernels.onnxruntime.float_softmax import mlas_softmax  # noqa: E402
 
 
-def _model(shape, axis):
-    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], "g",
+def _model(shape, axis, op="Softmax"):
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=axis)], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
@@ -40,25 +40,28 @@ CASES = [((4, d), -1, 3.0) for d in (1, 2, 7, 8, 15, 16, 17, 31, 47, 48, 49, 64,
 ]
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("shape,axis,spread", CASES, ids=[f"{s}-ax{a}-x{sp:g}" for s, a, sp in CASES])
-def test_mlas_softmax_bit_exact(shape, axis, spread):
+def test_mlas_softmax_bit_exact(shape, axis, spread, op):
+    """Softmax, and LogSoftmax: (x - max) - logf(the same lane sum of the exponentials)."""
     rng = np.random.default_rng(sum(shape) + axis)
     x = (rng.standard_normal(shape) * spread).astype(np.float32)
-    want = _ort(_model(shape, axis), x)
-    got = mlas_softmax(x, axis % len(shape))
+    want = _ort(_model(shape, axis, op), x)
+    got = mlas_softmax(x, axis % len(shape), op == "LogSoftmax")
     assert got.dtype == np.float32
     bad = int(np.sum(want.view(np.int32) != got.view(np.int32)))
     assert bad == 0, f"{bad}/{want.size} float32 results differ from onnxruntime"
 
 
-def test_session_uses_mlas_softmax_and_numpy_differs(tmp_path):
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_session_uses_mlas_softmax_and_numpy_differs(tmp_path, op):
     """Through a Session under onnxruntime-cpu: bit-exact; the generic float kernel is not (this is
     what the variant exists for)."""
     shape = (64, 37)
     path = tmp_path / "softmax.onnx"
-    onnx.save(_model(shape, -1), str(path))
+    onnx.save(_model(shape, -1, op), str(path))
     x = (np.random.default_rng(5).standard_normal(shape) * 3).astype(np.float32)
-    want = _ort(_model(shape, -1), x)
+    want = _ort(_model(shape, -1, op), x)
     ours = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
     assert np.array_equal(want.view(np.int32), ours.view(np.int32))
     generic = refinterp.Session(refinterp.load(str(path)), "float32").run({"x": x})["y"]
