@@ -291,3 +291,19 @@ def test_lstm_bit_exact(tmp_path, case):
         assert np.array_equal(_bits(got[name]), _bits(w_)), name
     generic = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "float32").run(feeds)
     assert not np.array_equal(_bits(generic["y"]), _bits(want[0]))
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 9, 11), (1, 3, 32, 32), (2, 4, 7), (1, 16, 5, 5), (3, 5, 1, 33)])
+def test_instance_normalization_bit_exact(tmp_path, shape):
+    """ORT's InstanceNormalization (kernels/onnxruntime/float_instance_norm.py): Eigen's aligned SSE
+    sum for the mean, an unaligned one for the squared deviations, then inv / scale / shift in float32
+    -- bit for bit for rows of every 16-byte head length; the generic kernel differs."""
+    rng = np.random.default_rng(sum(shape))
+    c = shape[1]
+    inits = [numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "s"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b")]
+    feeds = {"x": (rng.standard_normal(shape) * 3 + 1).astype(np.float32)}
+    want, ours, generic = _run(tmp_path, [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"],
+                                                           epsilon=1e-5)], [("x", list(shape))], inits, feeds)
+    assert np.array_equal(_bits(ours), _bits(want))
+    assert not np.array_equal(_bits(generic), _bits(want))

@@ -40,40 +40,47 @@ _F = np.float32
 
 
 @numba.njit(cache=True)
+def eigen_redux(v, a0):  # pragma: no cover - compiled
+    """Eigen's SSE sum of the 1-D float32 ``v`` whose first ``a0`` elements precede the first 16-byte
+    boundary (module docstring: two packet accumulators, the fold, then head and tail in order)."""
+    n = v.size
+    a0 = min(a0, n)
+    s1 = (n - a0) // 4 * 4
+    s2 = (n - a0) // 8 * 8
+    if s1 == 0:
+        res = v[0]
+        for i in range(1, n):
+            res = np.float32(res + v[i])
+        return res
+    p0 = np.empty(4, np.float32)
+    p1 = np.empty(4, np.float32)
+    for j in range(4):
+        p0[j] = v[a0 + j]
+    if s1 > 4:
+        for j in range(4):
+            p1[j] = v[a0 + 4 + j]
+        for i in range(a0 + 8, a0 + s2, 8):
+            for j in range(4):
+                p0[j] = np.float32(p0[j] + v[i + j])
+                p1[j] = np.float32(p1[j] + v[i + 4 + j])
+        for j in range(4):
+            p0[j] = np.float32(p0[j] + p1[j])
+        if s1 > s2:
+            for j in range(4):
+                p0[j] = np.float32(p0[j] + v[a0 + s2 + j])
+    res = np.float32(np.float32(p0[0] + p0[2]) + np.float32(p0[1] + p0[3]))
+    for i in range(a0):
+        res = np.float32(res + v[i])
+    for i in range(a0 + s1, n):
+        res = np.float32(res + v[i])
+    return res
+
+
+@numba.njit(cache=True)
 def _kr_sums(x, out):  # pragma: no cover - compiled
     rows, n = x.shape
-    p0 = np.zeros(4, np.float32)
-    p1 = np.zeros(4, np.float32)
     for r in range(rows):
-        a0 = min((4 - (r * n) % 4) % 4, n)
-        s1 = (n - a0) // 4 * 4
-        s2 = (n - a0) // 8 * 8
-        if s1 == 0:
-            res = x[r, 0]
-            for i in range(1, n):
-                res = np.float32(res + x[r, i])
-            out[r] = res
-            continue
-        for j in range(4):
-            p0[j] = x[r, a0 + j]
-        if s1 > 4:
-            for j in range(4):
-                p1[j] = x[r, a0 + 4 + j]
-            for i in range(a0 + 8, a0 + s2, 8):
-                for j in range(4):
-                    p0[j] = np.float32(p0[j] + x[r, i + j])
-                    p1[j] = np.float32(p1[j] + x[r, i + 4 + j])
-            for j in range(4):
-                p0[j] = np.float32(p0[j] + p1[j])
-            if s1 > s2:
-                for j in range(4):
-                    p0[j] = np.float32(p0[j] + x[r, a0 + s2 + j])
-        res = np.float32(np.float32(p0[0] + p0[2]) + np.float32(p0[1] + p0[3]))
-        for i in range(a0):
-            res = np.float32(res + x[r, i])
-        for i in range(a0 + s1, n):
-            res = np.float32(res + x[r, i])
-        out[r] = res
+        out[r] = eigen_redux(x[r], (4 - (r * n) % 4) % 4)
 
 
 @numba.njit(cache=True)
