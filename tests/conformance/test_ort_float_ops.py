@@ -234,7 +234,8 @@ def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
           f"{np.mean(_bits(want['ORT_DISABLE_ALL']) != _bits(want['ORT_ENABLE_ALL'])):.1%}")
 
 
-LSTM_CASES = {  # name -> (T, B, I, H, direction, bias, peepholes, initial state, sequence_lens, W behind a Transpose)
+LSTM_CASES = {  # name -> (T, B, I, H, direction, bias, peepholes, initial state, sequence_lens, W behind a
+    # Transpose[, other attributes])
     "forward": (5, 2, 8, 16, "forward", True, False, False, None, False),
     "reverse": (5, 2, 8, 16, "reverse", True, False, False, None, False),
     "bidirectional": (4, 3, 8, 16, "bidirectional", True, False, False, None, False),
@@ -244,6 +245,9 @@ LSTM_CASES = {  # name -> (T, B, I, H, direction, bias, peepholes, initial state
     "batch5-h128": (3, 5, 40, 128, "forward", True, False, True, None, False),
     "sequence-lens-bidirectional": (6, 3, 8, 16, "bidirectional", True, False, False, [6, 2, 4], False),
     "weights-through-transpose": (5, 2, 8, 16, "forward", True, False, False, None, True),
+    "input-forget": (5, 2, 8, 16, "forward", True, False, False, None, False, {"input_forget": 1}),
+    "clip": (5, 2, 8, 16, "forward", True, True, False, None, False, {"clip": 0.8}),
+    "clip-no-bias": (5, 2, 8, 16, "reverse", False, False, False, None, False, {"clip": 0.5}),
 }
 
 
@@ -253,7 +257,7 @@ def test_lstm_bit_exact(tmp_path, case):
     added onto X W^T per K block, MLAS sigmoid / tanh, C = fl(c f) + fl(i g)) -- Y, Y_h and Y_c bit for
     bit at ORT_ENABLE_ALL; a W the exporter transposed is a constant once ORT folds it (ort_const_fold).
     The generic kernel (NumPy matmuls and transcendentals) differs."""
-    t, b, i, h, direction, bias, peep, state, lens, transposed = LSTM_CASES[case]
+    t, b, i, h, direction, bias, peep, state, lens, transposed, *extra = LSTM_CASES[case]
     rng = np.random.default_rng(len(case))
     nd = 2 if direction == "bidirectional" else 1
     w = (rng.standard_normal((nd, 4 * h, i)) * 0.5).astype(np.float32)
@@ -275,7 +279,8 @@ def test_lstm_bit_exact(tmp_path, case):
         ins[5:7] = ["h0", "c0"]
     while ins[-1] == "":
         ins.pop()
-    nodes.append(helper.make_node("LSTM", ins, ["y", "yh", "yc"], hidden_size=h, direction=direction))
+    nodes.append(helper.make_node("LSTM", ins, ["y", "yh", "yc"], hidden_size=h, direction=direction,
+                                  **(extra[0] if extra else {})))
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
                           [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh", "yc")], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
