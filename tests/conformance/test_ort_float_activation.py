@@ -227,11 +227,12 @@ def test_ort_log_bit_exact(n, tmp_path):
 
 @pytest.mark.parametrize("n", [7, 50001, 262147])
 @pytest.mark.parametrize("op,attrs", [("Elu", {}), ("Elu", {"alpha": 0.3}), ("Selu", {}), ("Celu", {"alpha": 1.7}),
-                                      ("Softsign", {})])
+                                      ("Softsign", {}), ("Softplus", {}), ("Mish", {})])
 def test_ort_eigen_activations_bit_exact(op, attrs, n, tmp_path):
-    """ORT's Elu / Selu / Celu / Softsign functors (kernels/onnxruntime/float_eigen_unary.py): Eigen's
-    SSE pexp_float packets and libm's expf at the edges of ORT's parallel-for blocks (one block, 8 and
-    more), exp's clamps, subnormal range, infinities and NaN; NumPy's exp differs."""
+    """ORT's Elu / Selu / Celu / Softsign / Softplus functors and Mish (its function body) (kernels/onnxruntime/float_eigen_unary.py):
+    Eigen's SSE pexp_float (and plog1p) packets and libm's expf (log1pf) at the edges of ORT's
+    parallel-for blocks (one block, 8 and more), exp's clamps, subnormal range, infinities and NaN;
+    NumPy's exp differs."""
     rng = np.random.default_rng(n)
     special = np.array([0, -0.0, -104.5, -103, -88, -87.5, 88.7, 89, np.inf, -np.inf, np.nan], np.float32)
     x = np.concatenate([special, (rng.standard_normal(n) * 6).astype(np.float32)])[:max(n, special.size)]

@@ -1,8 +1,8 @@
-"""Elu / Selu / Celu / Softsign variant ``ort_float``: ONNX Runtime 1.32's CPU activation functors on
+"""Elu / Selu / Celu / Softplus / Mish / Softsign variant ``ort_float``: ONNX Runtime 1.32's CPU activation functors on
 float32 (onnxruntime/core/providers/cpu/activation/activations.h), Eigen array expressions run over
 ORT's parallel-for blocks like Log (float_log.py: per block, SSE packets of 4 from the first 16-byte
 boundary, scalar code before it and after the last whole packet; the partition uses each functor's
-cost: Elu 30, Selu 4, Celu 1, Softsign 1 cycles).
+cost: Elu 30, Selu 4, Celu 1, Softplus 15, Softsign 1 cycles).
 
 Numeric contract (float32, every product and sum rounded; no FMA):
 
@@ -11,7 +11,10 @@ Numeric contract (float32, every product and sum rounded; no FMA):
   as even / odd halves in r^2, y * 2^m by Eigen's pldexp (three multiplications by 2^floor(m/4), then
   one by the rest), then max(that, x); x < -104 gives 0 -- and the scalar code libm's expf;
 * Elu: x >= 0 ? x : alpha * (E(x) - 1);  Selu: x > 0 ? gamma * x : (gamma * alpha) * (E(x) - 1);
-  Celu: max(x, 0) + min(alpha * (E(x / alpha) - 1), 0);  Softsign: (1 / (1 + |x|)) * x (Eigen's
+  Celu: max(x, 0) + min(alpha * (E(x / alpha) - 1), 0);  Softplus: x > 0 ? x + L(E(-x)) : L(E(x)) with
+  L = Eigen's generic_plog1p on packets (x * (plog(1 + x) / ((1 + x) - 1)), x where 1 + x == 1) and
+  libm log1pf in scalar code; Mish: ORT runs its function body, x * MlasComputeTanh(Softplus(x));
+  Softsign: (1 / (1 + |x|)) * x (Eigen's
   inverse() then a product: two roundings; IEEE operations only, so the packet / scalar split does
   not matter).
 
@@ -28,15 +31,16 @@ import numba
 import numpy as np
 
 from .common import float32_node_or_delegate
+from .float_activation import mlas_tanh
 from .float_conv import physical_cores
-from .float_log import PACKET, parallel_blocks
+from .float_log import _NAN, _P as _LP, _Q as _LQ, PACKET, _packet_log, parallel_blocks
 from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
 _LOAD_STORE = 4 * 11 / 64 * 2  # Eigen's load / store cycles of 4 bytes in, 4 bytes out
-_COST = {"Elu": 30.0, "Selu": 4.0, "Celu": 1.0, "Softsign": 1.0}
-_OPS = {"Elu": 0, "Selu": 1, "Celu": 2, "Softsign": 3}
+_COST = {"Elu": 30.0, "Selu": 4.0, "Celu": 1.0, "Softsign": 1.0, "Softplus": 15.0, "Mish": 15.0}
+_OPS = {"Elu": 0, "Selu": 1, "Celu": 2, "Softsign": 3, "Softplus": 4, "Mish": 4}
 _P = np.array([0.49999988079071044921875, 0.16666518151760101318359375, 4.166965186595916748046875e-2,
                8.36894474923610687255859375e-3, 1.37449637986719608306884765625e-3], _F)  # p2..p6
 
@@ -72,7 +76,29 @@ def _pexp(v, p):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
+def _plog1p(x):  # pragma: no cover - compiled
+    """Eigen's generic_plog1p on packets: x where 1 + x rounds to 1 or log(1 + x) overflows, else
+    x * (log(1 + x) / ((1 + x) - 1))."""
+    if x != x:
+        return _NAN[0]  # measured: a NaN leaves ORT's packet log1p with every bit set
+    xp1 = np.float32(x + np.float32(1.0))
+    if xp1 == np.float32(1.0):
+        return x
+    log1 = _packet_log(xp1, _LP, _LQ, _NAN[0])
+    if xp1 == log1:
+        return x
+    return np.float32(x * np.float32(log1 / np.float32(xp1 - np.float32(1.0))))
+
+
+@numba.njit(cache=True)
 def _one(op, v, a, g, packet, p):  # pragma: no cover - compiled
+    if op == 4:  # Softplus: x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))
+        u = np.float32(-v) if v > 0 else v
+        if packet:
+            t = _plog1p(_pexp(u, p))
+        else:
+            t = np.float32(math.log1p(np.float32(math.exp(u))))  # libm log1pf(expf(u))
+        return np.float32(v + t) if v > 0 else t
     if op == 3:
         return np.float32(np.float32(np.float32(1.0) / np.float32(np.float32(1.0) + abs(v))) * v)
     u = np.float32(v / a) if op == 2 else v
@@ -104,7 +130,7 @@ class OrtEigenUnaryPlan:
 
 
 _DEFAULTS = {"Elu": (1.0, 0.0), "Selu": (1.67326319217681884765625, 1.05070102214813232421875), "Celu": (1.0, 0.0),
-             "Softsign": (0.0, 0.0)}
+             "Softsign": (0.0, 0.0), "Softplus": (0.0, 0.0), "Mish": (0.0, 0.0)}
 
 
 def _prepare(node, ctx):
@@ -128,4 +154,6 @@ def ort_eigen_unary(plan, x):
     op = _OPS[plan.op]
     for s, e in parallel_blocks(flat.size, plan.threads, _LOAD_STORE + _COST[plan.op]):
         _block(op, flat, out, s, e, PACKET, _F(plan.alpha), _F(plan.gamma), _P)
+    if plan.op == "Mish":  # ORT runs Mish's function body: Softplus, Tanh (MLAS), Mul
+        out = (mlas_tanh(out) * flat).astype(_F)  # tanh first: a NaN keeps its payload, as in ORT
     return out.reshape(x.shape)
