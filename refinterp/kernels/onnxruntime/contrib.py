@@ -33,13 +33,14 @@ def _attrs(node, ctx) -> AttrPlan:
     return p
 
 
-def _t(x, flag):
+def swap_last_two(x, flag):
+    """``x`` with its last two axes swapped when ``flag`` (transA / transB); 1-D operands as they are."""
     return np.swapaxes(x, -1, -2) if flag and x.ndim >= 2 else x
 
 
 @kernel(MS + "FusedMatMul", "float", prepare=_attrs)
 def fused_matmul(p, a, b):
-    y = np.matmul(_t(a, int(p.attr("transA", 0))), _t(b, int(p.attr("transB", 0))))
+    y = np.matmul(swap_last_two(a, int(p.attr("transA", 0))), swap_last_two(b, int(p.attr("transB", 0))))
     alpha = float(p.attr("alpha", 1.0))
     return (y * F32(alpha) if alpha != 1.0 else y).astype(a.dtype, copy=False)
 

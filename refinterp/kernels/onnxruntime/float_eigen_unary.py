@@ -1,8 +1,8 @@
-"""Elu / Selu / Celu / Softplus / Mish / Softsign variant ``ort_float``: ONNX Runtime 1.32's CPU activation functors on
-float32 (onnxruntime/core/providers/cpu/activation/activations.h), Eigen array expressions run over
-ORT's parallel-for blocks like Log (float_log.py: per block, SSE packets of 4 from the first 16-byte
-boundary, scalar code before it and after the last whole packet; the partition uses each functor's
-cost: Elu 30, Selu 4, Celu 1, Softplus 15, Softsign 1 cycles).
+"""Elu / Selu / Celu / Softplus / Mish / Softsign variant ``ort_float``: ONNX Runtime 1.32's CPU
+activation functors on float32 (onnxruntime/core/providers/cpu/activation/activations.h), Eigen array
+expressions run over ORT's parallel-for blocks like Log (ort_parallel.py: per block, SSE packets of
+4 from the first 16-byte boundary, scalar code before it and after the last whole packet; the
+partition uses each functor's cost: Elu 30, Selu 4, Celu 1, Softplus 15, Softsign 1 cycles).
 
 Numeric contract (float32, every product and sum rounded; no FMA):
 
@@ -33,12 +33,12 @@ import numpy as np
 from .common import float32_node_or_delegate
 from .float_activation import mlas_tanh
 from .float_conv import physical_cores
-from .float_log import _NAN, _P as _LP, _Q as _LQ, PACKET, _packet_log, parallel_blocks
+from .float_log import _NAN, _P as _LP, _Q as _LQ, _packet_log
+from .ort_parallel import packet_spans
 from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
-_LOAD_STORE = 4 * 11 / 64 * 2  # Eigen's load / store cycles of 4 bytes in, 4 bytes out
 _COST = {"Elu": 30.0, "Selu": 4.0, "Celu": 1.0, "Softsign": 1.0, "Softplus": 15.0, "Mish": 15.0}
 _OPS = {"Elu": 0, "Selu": 1, "Celu": 2, "Softsign": 3, "Softplus": 4, "Mish": 4}
 _P = np.array([0.49999988079071044921875, 0.16666518151760101318359375, 4.166965186595916748046875e-2,
@@ -112,11 +112,9 @@ def _one(op, v, a, g, packet, p):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _block(op, x, out, s, e, packet, a, g, p):  # pragma: no cover - compiled
-    head = min(e - s, (packet - s % packet) % packet)
-    body_end = s + head + (e - s - head) // packet * packet
+def _block(op, x, out, s, lo, hi, e, a, g, p):  # pragma: no cover - compiled
     for i in range(s, e):
-        out[i] = _one(op, x[i], a, g, s + head <= i < body_end, p)
+        out[i] = _one(op, x[i], a, g, lo <= i < hi, p)
 
 
 @dataclass(frozen=True)
@@ -152,8 +150,8 @@ def ort_eigen_unary(plan, x):
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
     op = _OPS[plan.op]
-    for s, e in parallel_blocks(flat.size, plan.threads, _LOAD_STORE + _COST[plan.op]):
-        _block(op, flat, out, s, e, PACKET, _F(plan.alpha), _F(plan.gamma), _P)
+    for s, lo, hi, e in packet_spans(flat.size, plan.threads, _COST[plan.op]):
+        _block(op, flat, out, s, lo, hi, e, _F(plan.alpha), _F(plan.gamma), _P)
     if plan.op == "Mish":  # ORT runs Mish's function body: Softplus, Tanh (MLAS), Mul
         out = (mlas_tanh(out) * flat).astype(_F)  # tanh first: a NaN keeps its payload, as in ORT
     return out.reshape(x.shape)

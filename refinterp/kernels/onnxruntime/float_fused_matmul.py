@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .common import MS
+from .contrib import swap_last_two
 from .float_conv import physical_cores
 from .float_matmul import VARIANT, sgemm_matmul
 from .float_sgemm import mlas_sgemm_packed
@@ -58,10 +59,6 @@ def _prepare(node, ctx):
     return OrtFusedMatMulPlan(node.name, alpha, ta, tb, physical_cores(), packed, d)
 
 
-def _op(x: np.ndarray, flag: bool) -> np.ndarray:
-    return np.swapaxes(x, -1, -2) if flag and x.ndim >= 2 else x
-
-
 @kernel(MS + "FusedMatMul", VARIANT, prepare=_prepare)
 def ort_fused_matmul(plan, a, b):
     if isinstance(plan, Delegate):
@@ -70,10 +67,10 @@ def ort_fused_matmul(plan, a, b):
     y = None
     if a.dtype == _F32 and b.dtype == _F32 and a.ndim >= 2:
         ta = plan.trans_a
-        aa = _op(a, ta)
+        aa = swap_last_two(a, ta)
         if plan.packed_b is not None and aa.shape[-1] == plan.packed_b.shape[0]:
             y = mlas_sgemm_packed(aa.reshape(-1, aa.shape[-1]), plan.packed_b, plan.alpha)
             y = y.reshape(aa.shape[:-1] + (plan.packed_b.shape[1],))
         elif plan.packed_b is None and b.ndim >= 2:
-            y = sgemm_matmul(plan.threads, aa, _op(b, plan.trans_b), plan.alpha, ta, plan.trans_b)
+            y = sgemm_matmul(plan.threads, aa, swap_last_two(b, plan.trans_b), plan.alpha, ta, plan.trans_b)
     return y if y is not None else plan.fallback.kernel.run(plan.fallback.plan, a, b)

@@ -11,12 +11,9 @@ Numeric contract, per element (float32):
   +inf, negative or NaN -> the NaN with every bit set;
 * scalar path: libm ``logf``.  They differ on ~10% of inputs.
 
-Which path an element takes: ORT splits the N elements into blocks when Eigen's cost model asks for
-more than one thread -- cost per element c = 8 * 11/64 + 15 load / store / compute cycles, threads =
-min(T, floor((N c - 1e5) / 1e5 + 0.9)), T the intra-op threads (physical cores) -- of
-max(ceil(N / 4T), floor(4e4 / c)) elements (at most twice that), coarsened while whole rounds of T
-blocks get fuller (Eigen's CalculateParallelForBlock).  In each block, elements before the first
-16-byte boundary and after the last whole packet take the scalar path.
+Which path an element takes: ORT's parallel-for blocks for a functor of cost 15 and the packet
+spans inside them (ort_parallel.py).
+
 Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_activation.py).
 """
 from __future__ import annotations
@@ -30,39 +27,15 @@ import numpy as np
 
 from .common import float32_node_or_delegate
 from .float_conv import physical_cores
+from .ort_parallel import packet_spans
 from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
-PACKET = 4                       # SSE float packets
-_COST = 4 * 11 / 64 * 2 + 15.0   # Eigen TensorOpCost total of (4 bytes in, 4 bytes out, 15 cycles)
+_COST = 15.0  # functors::Log::Cost()
 _P = np.array([1.0000000190281136, 1.0000000190281063, 0.18256296349849254], _F)
 _Q = np.array([1.4999999999999927, 0.59923249590823520, 0.049616247954120038], _F)
 _NAN = np.array([0xFFFFFFFF], np.uint32).view(_F)  # por(x, invalid mask): every bit set
-
-
-def parallel_blocks(n: int, threads: int, cost: float = _COST) -> list[tuple[int, int]]:
-    """[start, end) blocks of ORT's ThreadPool::ParallelFor over ``n`` items (module docstring)."""
-    if n <= 1 or threads <= 1:
-        return [(0, n)]
-    t = (n * cost - 100000.0) / 100000.0 + 0.9
-    if min(threads, max(1, int(t))) == 1:
-        return [(0, n)]
-    size = min(n, max(-(-n // (4 * threads)), int(40000.0 / cost)))
-    max_size = min(n, 2 * size)
-    count = -(-n // size)
-    eff = count / (-(-count // threads) * threads)
-    prev = count
-    while eff < 1.0 and prev > 1:
-        coarser = -(-n // (prev - 1))
-        if coarser > max_size:
-            break
-        c2 = -(-n // coarser)
-        prev = c2
-        e2 = c2 / (-(-c2 // threads) * threads)
-        if e2 + 0.01 >= eff:
-            size, count, eff = coarser, c2, max(eff, e2)
-    return [(i * size, min(n, (i + 1) * size)) for i in range(count)]
 
 
 @numba.njit(cache=True)
@@ -92,11 +65,9 @@ def _packet_log(v, p, q, nan):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _log_block(x, out, s, e, packet, p, q, nan):  # pragma: no cover - compiled
-    head = min(e - s, (packet - s % packet) % packet)
-    body_end = s + head + (e - s - head) // packet * packet
+def _log_block(x, out, s, lo, hi, e, p, q, nan):  # pragma: no cover - compiled
     for i in range(s, e):
-        if i < s + head or i >= body_end:
+        if i < lo or i >= hi:
             out[i] = math.log(x[i])  # llvm.log.f32: libm logf
         else:
             out[i] = _packet_log(x[i], p, q, nan)
@@ -106,8 +77,8 @@ def ort_log_values(x: np.ndarray, threads: int) -> np.ndarray:
     x = np.ascontiguousarray(x, _F)
     flat = x.reshape(-1)
     out = np.empty_like(flat)
-    for s, e in parallel_blocks(flat.size, threads):
-        _log_block(flat, out, s, e, PACKET, _P, _Q, _NAN[0])
+    for s, lo, hi, e in packet_spans(flat.size, threads, _COST):
+        _log_block(flat, out, s, lo, hi, e, _P, _Q, _NAN[0])
     return out.reshape(x.shape)
 
 

@@ -219,9 +219,9 @@ def _m1_transb(a, x, c, m0, mc):  # pragma: no cover - compiled
 
 def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int, alpha: float = 1.0,
                trans_a: bool = False, trans_b: bool = False) -> np.ndarray | None:
-    """float32 alpha * (M, K) @ (K, N) in MLAS's order (None for K == 0).  ``a`` / ``b`` are the logical operands; ``trans_a`` / ``trans_b``:
-    MLAS was handed them transposed (FusedMatMul), which changes the K blocking (trans_a) and which
-    M1 kernel a unit alpha selects, not the arithmetic."""
+    """float32 alpha * (M, K) @ (K, N) in MLAS's order (None for K == 0).  ``a`` / ``b`` are the
+    logical operands; ``trans_a`` / ``trans_b``: MLAS was handed them transposed (FusedMatMul), which
+    changes the K blocking (trans_a) and which M1 kernel a unit alpha selects, not the arithmetic."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
