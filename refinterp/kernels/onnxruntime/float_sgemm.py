@@ -140,11 +140,11 @@ def _sgemm_segment(a, b, c, m0, mc, n0, nc, sk, has_c=False, alpha=1.0):  # prag
 
 
 @njit(cache=True)
-def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk, alpha=1.0):  # pragma: no cover - compiled
+def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk, alpha=1.0, has_c=False):  # pragma: no cover - compiled
     """``_sgemm_segment`` for narrow segments (few columns, many rows), vectorised across rows
     instead: ``at`` is A transposed (K, M).  Every output is still one FMA chain per K block in
-    increasing k from +0, stored as fl(acc * alpha), later blocks as fma(acc, alpha, c): the same
-    bits."""
+    increasing k from +0, stored as fl(acc * alpha) (fma(acc, alpha, c) when ``has_c``), later
+    blocks as fma(acc, alpha, c): the same bits."""
     kk = at.shape[0]
     tmp = np.empty(mc, np.float32)
     al = np.float32(alpha)
@@ -156,7 +156,7 @@ def _sgemm_segment_t(at, b, c, m0, mc, n0, nc, sk, alpha=1.0):  # pragma: no cov
                 tmp[i] = np.float32(0.0)
             for k in range(k0, k1):
                 _fma_row(b[k, j], at[k, m0:m0 + mc], tmp, mc)
-            if k0 == 0:
+            if k0 == 0 and not has_c:
                 for i in range(mc):
                     c[m0 + i, j] = np.float32(tmp[i] * al)
             else:
@@ -191,8 +191,9 @@ def _m1_chunk(a, b, c, n0, nc, k0, k1, first):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _m1_transb(a, x, c, m0, mc):  # pragma: no cover - compiled
-    """c[m0:m0+mc] = a[m0:m0+mc] @ x in SgemmKernelM1TransposeBAvx's order (module docstring)."""
+def _m1_transb(a, x, c, m0, mc, has_c=False):  # pragma: no cover - compiled
+    """c[m0:m0+mc] = a[m0:m0+mc] @ x in SgemmKernelM1TransposeBAvx's order (module docstring); with
+    ``has_c`` (beta 1) the reduced sum is added to the value in c once, fl(v + c)."""
     k = a.shape[1]
     lanes = np.empty(8, np.float32)
     end = m0 + mc
@@ -213,61 +214,71 @@ def _m1_transb(a, x, c, m0, mc):  # pragma: no cover - compiled
             else:
                 v = np.float32(np.float32(np.float32(l0 + l1) + np.float32(l2 + l3))
                                + np.float32(np.float32(l4 + l5) + np.float32(l6 + l7)))
-            c[row] = np.float32(v + np.float32(0.0))
+            c[row] = np.float32(v + (c[row] if has_c else np.float32(0.0)))
         r += block
 
 
 def mlas_sgemm(a: np.ndarray, b: np.ndarray, threads: int, alpha: float = 1.0,
-               trans_a: bool = False, trans_b: bool = False) -> np.ndarray | None:
+               trans_a: bool = False, trans_b: bool = False, c: np.ndarray | None = None,
+               column_ok: bool = True) -> np.ndarray | None:
     """float32 alpha * (M, K) @ (K, N) in MLAS's order (None for K == 0).  ``a`` / ``b`` are the
     logical operands; ``trans_a`` / ``trans_b``: MLAS was handed them transposed (FusedMatMul), which
-    changes the K blocking (trans_a) and which M1 kernel a unit alpha selects, not the arithmetic."""
+    changes the K blocking (trans_a) and which M1 kernel a unit alpha selects, not the arithmetic.
+    ``c`` (contiguous float32 (M, N)): beta 1, the product is added onto c in place -- every K block
+    fma(acc, alpha, c), the M1 kernels add their reduced sum once -- and c is returned.
+    ``column_ok``: C's leading dimension is 1, which MLAS's column (N == 1) path also requires."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
     n = b.shape[1]
     segs = segments(m, n, k, threads)
     unit = np.float32(alpha) == np.float32(1.0)
+    has_c = c is not None
     if k == 0:
-        return None
-    c = np.empty((m, n), np.float32)
+        return c
+    if not has_c:
+        c = np.empty((m, n), np.float32)
     at = bt = None
     for m0, mc, n0, nc in segs:
         if unit and mc == 1 and not trans_a:  # a one-row segment: the M1 kernel for B's layout
             if trans_b:
                 if bt is None:
                     bt = np.ascontiguousarray(b.T)
-                _m1_transb(bt, a[m0].copy(), c[m0], n0, nc)
+                _m1_transb(bt, a[m0].copy(), c[m0], n0, nc, has_c)
             else:
-                _m1_chunk(a[m0], b, c[m0], n0, nc, 0, k, True)
-        elif unit and n == 1 and (not trans_b or k == 1):  # B a contiguous column: B^T A^T, M1 kernels
+                _m1_chunk(a[m0], b, c[m0], n0, nc, 0, k, not has_c)
+        elif unit and n == 1 and column_ok and (not trans_b or k == 1):  # B, C columns: B^T A^T, M1 kernels
             if trans_a:
                 if at is None:
                     at = np.ascontiguousarray(a.T)
-                _m1_chunk(b[:, 0].copy(), at, c[:, 0], m0, mc, 0, k, True)
+                _m1_chunk(b[:, 0].copy(), at, c[:, 0], m0, mc, 0, k, not has_c)
             else:
-                _m1_transb(a, b[:, 0].copy(), c[:, 0], m0, mc)
+                _m1_transb(a, b[:, 0].copy(), c[:, 0], m0, mc, has_c)
         elif nc < 64 <= mc:  # few columns: vectorise across rows (fma(b, a, acc) == fma(a, b, acc))
             if at is None:
                 at = np.ascontiguousarray(a.T)
-            _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), alpha)
+            _sgemm_segment_t(at, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), alpha, has_c)
         else:
-            _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), False, alpha)
+            _sgemm_segment(a, b, c, m0, mc, n0, nc, stride_k(nc, k, trans_a), has_c, alpha)
     return c
 
 
-def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+def mlas_sgemm_packed(a: np.ndarray, b: np.ndarray, alpha: float = 1.0, c: np.ndarray | None = None) -> np.ndarray:
     """float32 alpha * (M, K) @ (K, N) in the order of MLAS's packed-B SGEMM (module docstring); the
-    thread split does not change a bit (no K split, no M1 kernels)."""
+    thread split does not change a bit (no K split, no M1 kernels).  ``c``: beta 1 as in
+    ``mlas_sgemm`` (added onto in place, returned)."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     m, k = a.shape
     n = b.shape[1]
-    c = np.empty((m, n), np.float32)
+    has_c = c is not None
+    if not has_c:
+        c = np.empty((m, n), np.float32)
     if k == 0:
-        c[:] = 0
+        if not has_c:
+            c[:] = 0
     elif n < 64 <= m:
-        _sgemm_segment_t(np.ascontiguousarray(a.T), b, c, 0, m, 0, n, PACKED_STRIDE_K, alpha)
+        _sgemm_segment_t(np.ascontiguousarray(a.T), b, c, 0, m, 0, n, PACKED_STRIDE_K, alpha, has_c)
     else:
-        _sgemm_segment(a, b, c, 0, m, 0, n, PACKED_STRIDE_K, False, alpha)
+        _sgemm_segment(a, b, c, 0, m, 0, n, PACKED_STRIDE_K, has_c, alpha)
     return c
