@@ -104,6 +104,44 @@ def _reduce(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     return [n]
 
 
+@rule("GroupNormalization")
+def _group_norm(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
+    """Opsets 18-20 take one scale / bias per group; 21 one per channel: each group's value repeated
+    over its C / G channels (the same products: every channel of a group multiplies the same value)."""
+    if opset >= 21:
+        return [n]
+    n.attrs.setdefault("stash_type", 1)
+    shape = ctx.shape(n.inputs[0])
+    c = shape[1] if shape is not None and len(shape) > 1 else None
+    g = int(n.attrs.get("num_groups", 0))
+    if not isinstance(c, int) or g <= 0 or c % g:
+        raise ModelError(f"node '{n.name}' (GroupNormalization, opset {opset}): per-group scale and bias need "
+                         f"a known channel count divisible by num_groups={g} (channels: {c})", ctx.where)
+    extra: list[Node] = []
+    base = dict(source_op=n.source_op, index=n.index)
+    for pos, label in ((1, "scale"), (2, "bias")):
+        name = n.inputs[pos]
+        value = ctx.const(name)
+        dt = ctx.dtype(name)
+        if value is not None:
+            if value.size != g:
+                raise ModelError(f"node '{n.name}' (GroupNormalization, opset {opset}): {label} has "
+                                 f"{value.size} values, num_groups is {g}", ctx.where)
+            n.inputs[pos] = ctx.add_const(f"{name}:per_channel", np.repeat(value.reshape(-1), c // g), dt)
+            continue
+        col = ctx.add_tensor(f"{n.name}:{label}_col", (g, 1), dt)
+        wide = ctx.add_tensor(f"{n.name}:{label}_wide", (g, c // g), dt)
+        out = ctx.add_tensor(f"{n.name}:{label}_per_channel", (c,), dt)
+        extra += [Node(f"{n.name}:{label}_col", "Reshape", [name, ctx.add_const("gn_col", [g, 1], "int64")],
+                       [col], {"allowzero": 0}, **base),
+                  Node(f"{n.name}:{label}_wide", "Expand", [col, ctx.add_const("gn_wide", [g, c // g], "int64")],
+                       [wide], {}, **base),
+                  Node(f"{n.name}:{label}_per_channel", "Reshape", [wide, ctx.add_const("gn_flat", [c], "int64")],
+                       [out], {"allowzero": 0}, **base)]
+        n.inputs[pos] = out
+    return extra + [n]
+
+
 @rule("Pad")
 def _pad(n: Node, opset: int, ctx: BuildContext) -> list[Node]:
     if opset < 11:

@@ -397,6 +397,43 @@ def test_torch_exported_gru_at_default_optimisation(tmp_path):
         assert np.array_equal(_bits(got[name]), _bits(w_)), name
 
 
+GROUP_NORM_CASES = [  # (shape, groups, opset, scale / bias as graph inputs)
+    ((2, 8, 5, 7), 4, 21, False), ((2, 8, 5, 7), 4, 18, False), ((1, 32, 9, 9), 8, 21, False),
+    ((3, 6, 13), 3, 18, True), ((2, 12, 3, 5), 12, 21, True), ((1, 64, 16, 16), 32, 18, False),
+]
+
+
+@pytest.mark.parametrize("shape, groups, opset, run_time", GROUP_NORM_CASES)
+def test_group_normalization_bit_exact(tmp_path, shape, groups, opset, run_time):
+    """ORT inlines GroupNormalization's ONNX function body (kernels/onnxruntime/float_group_norm.py:
+    ReduceMean rows, E[x^2] - E[x]^2); opsets 18-20 take one scale / bias per group, which the loader
+    repeats per channel -- bit for bit, constant or run-time scale / bias; the generic kernel differs."""
+    rng = np.random.default_rng(sum(shape) + opset)
+    k = shape[1] if opset >= 21 else groups
+    sb = {"s": rng.standard_normal(k).astype(np.float32), "b": rng.standard_normal(k).astype(np.float32)}
+    feeds = {"x": (rng.standard_normal(shape) * 3 + 1).astype(np.float32)}
+    inputs = [helper.make_tensor_value_info("x", F, shape)]
+    if run_time:
+        feeds.update(sb)
+        inputs += [helper.make_tensor_value_info(n, F, [k]) for n in sb]
+    inits = [] if run_time else [numpy_helper.from_array(v, n) for n, v in sb.items()]
+    g = helper.make_graph([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups,
+                                            epsilon=1e-4)], "g", inputs,
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    s = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "onnxruntime-cpu")
+    assert [st.kernel.variant for st in s.steps if st.node.op == "GroupNormalization"] == ["ort_float"]
+    assert np.array_equal(_bits(s.run(feeds)["y"]), _bits(want))
+    generic = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "float32").run(feeds)["y"]
+    assert not np.array_equal(_bits(generic), _bits(want))
+    np.testing.assert_allclose(generic, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape", [(2, 8, 9, 11), (1, 3, 32, 32), (2, 4, 7), (1, 16, 5, 5), (3, 5, 1, 33)])
 def test_instance_normalization_bit_exact(tmp_path, shape):
     """ORT's InstanceNormalization (kernels/onnxruntime/float_instance_norm.py): Eigen's aligned SSE
