@@ -434,6 +434,31 @@ def test_group_normalization_bit_exact(tmp_path, shape, groups, opset, run_time)
     np.testing.assert_allclose(generic, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape, axes", [((2, 8, 5, 7), None), ((2, 8, 5, 7), [2, 3]), ((3, 5, 13), [2]),
+                                         ((2, 3, 10, 9), [1, 2, 3]), ((4, 6, 7), [0, 2]), ((3, 6, 5), None)])
+def test_mean_variance_normalization_bit_exact(tmp_path, shape, axes):
+    """ORT's MeanVarianceNormalization (kernels/onnxruntime/float_mvn.py: normalized axes moved last,
+    Eigen column sums with the aligned head for the mean and none for the squared deviations, no
+    epsilon; axes outside the rank dropped) -- bit for bit; the generic kernel (ONNX's function) differs."""
+    rng = np.random.default_rng(sum(shape))
+    feeds = {"x": (rng.standard_normal(shape) * 3 + 1).astype(np.float32)}
+    g = helper.make_graph([helper.make_node("MeanVarianceNormalization", ["x"], ["y"],
+                                            **({"axes": axes} if axes else {}))], "g",
+                          [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    s = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "onnxruntime-cpu")
+    assert [st.kernel.variant for st in s.steps] == ["ort_float"]
+    assert np.array_equal(_bits(s.run(feeds)["y"]), _bits(want))
+    if len(shape) == 4 or axes:
+        generic = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "float32").run(feeds)["y"]
+        assert not np.array_equal(_bits(generic), _bits(want))
+
+
 @pytest.mark.parametrize("shape", [(2, 8, 9, 11), (1, 3, 32, 32), (2, 4, 7), (1, 16, 5, 5), (3, 5, 1, 33)])
 def test_instance_normalization_bit_exact(tmp_path, shape):
     """ORT's InstanceNormalization (kernels/onnxruntime/float_instance_norm.py): Eigen's aligned SSE
