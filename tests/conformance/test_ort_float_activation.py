@@ -245,3 +245,25 @@ def test_ort_eigen_activations_bit_exact(op, attrs, n, tmp_path):
     assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
     if n > 100:
         assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
+
+
+TRIG_RANGES = {"Sin": 100.0, "Cos": 100.0, "Asin": 1.2, "Acos": 1.2, "Tan": 3.0, "Sinh": 90.0, "Cosh": 90.0,
+               "Asinh": 1e5, "Acosh": 100.0, "Atanh": 1.1}
+
+
+@pytest.mark.parametrize("n", [7, 20003])
+@pytest.mark.parametrize("op", sorted(TRIG_RANGES))
+def test_ort_trig_bit_exact(op, n, tmp_path):
+    """ORT's trigonometric ops (kernels/onnxruntime/float_trig.py): Sin / Cos / Asin / Acos as Eigen's
+    SSE packets with libm for the N mod 4 tail (Sin / Cos incl. the Payne-Hanek reduction of huge
+    arguments), Tan / Sinh / Cosh / Asinh / Acosh / Atanh as libm's float functions -- out-of-domain
+    values, signed zeros, infinities and NaN included; the generic kernel differs."""
+    rng = np.random.default_rng(n)
+    r = TRIG_RANGES[op]
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.5, 25966.0, 18838.0, 3e38, -1e30], np.float32)
+    x = np.concatenate([special, rng.uniform(-r, r, n).astype(np.float32),
+                        (rng.uniform(-1, 1, n // 4) * 10.0 ** rng.uniform(4, 38, n // 4)).astype(np.float32)])[:max(n, 7)]
+    want, ours, generic = _three_ways(tmp_path, _model(op, x.size), {"x": x})
+    assert np.array_equal(ours.view(np.int32), want.view(np.int32)), np.nonzero(ours.view(np.int32) != want.view(np.int32))
+    if n > 100:
+        assert not np.array_equal(generic.view(np.int32), want.view(np.int32))
