@@ -90,17 +90,45 @@ Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) f
     padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
     not characterised.
 
-Mul (measured, not characterised: refused).  v68 and v73 give identical codes (16 scale sets, every
-pair of uint8 codes).  The output is a function of the exact product P = (q_1 - z_1)(q_2 - z_2) and of
-z_1 + z_2 only (0 disagreements among ~45,000 groups of pairs with one P; (z_1, z_2) = (0, 3), (1, 2),
-(3, 0) give the same codes on every common P, (0, 0) and (1, 1) do not), and for fixed zero points it
-is exactly y = (P * i + K) >> p + z_y on every non-saturated code with a 13-bit i (one unit of 2^-p
-around M * 2^p, M = s_1 s_2 / s_y; not a rounding of M: halving M by doubling s_y moves i from the
-ceiling to the floor of M * 2^p) and an offset K that differs from (z_y + 1/2) * 2^p by up to
-2^(p-7) -- about -2.5 P-units at z_1 = z_2 = 0 for M = 0.00148, a sawtooth in z_1 + z_2 with a
-2^(p-7) period that no linear law fits; K is independent of z_y below 224 and changes above it.
-Refuted on the same data: one or two roundings of P * M (13-17-bit multipliers, first stages of 2^-4
-.. 2^-11, floor or half-up), a high-word (>> 16) product, and an offset rounded to a 2^(p-7) grid.
+Mul of two tensors (v68 and v73 identical; int8 as uint8 moved by 128), M = f32(f32(s_1 s_2) / s_y) in
+float32.  A 16-bit multiply-and-shift in two stages, the operands first moved by a "range bias" so that
+the product of the zero-point-subtracted codes fits 16 bits (the scheme of Hexagon NN's open-source
+mul_d32 kernel, with the HTP's own choice of shifts)::
+
+    P   = (q_1 - z_1)(q_2 - z_2)                    exact, |P| <= 65025
+    rb  = 256 floor(((2 z_1 - 255)(2 z_2 - 255) + 256) / 512)
+    r   = min(-e, 7)                                e: the binary exponent of M (frexp: M = m 2^e)
+          r -= 1 when r > 0 and round(M 2^(r+15)) reaches 2^15
+          while r > 0 and the offset below exceeds 32767: r -= 1
+    r > 0:  ps = round(M 2^(r+15));  adj = round(rb ps / 2^15) + z_y 2^r
+            y = clamp((floor((P - rb) ps / 2^15) + adj + 2^(r-1)) >> r)
+    r <= 0: (M >= 1/2)  ps = min(round(M 2^(15+r)), 32767), r one higher when M is a power of two >= 1
+            y = clamp(((round((P - rb) ps / 2^15) + round(rb ps / 2^15)) << -r) + z_y)
+
+    (round: half up; the HTP saturates the 16-bit sums, which the final clamp makes invisible.)
+    Evidence: every pair of codes at 170 scale / zero-point sets (680 outputs, M 1e-6 .. 9.1 incl.
+    multipliers within 1e-8 of a power of two and output zero points 0 / 255), v68 and v73, uint8 and
+    int8: 0 of 85 M codes differ.  The renormalisation at 2^15 and the r loop were each needed (the
+    latter on output zero points above ~224 at r = 7, where adj would pass 2^15); M in float64 instead
+    of float32 differs on multipliers within 1e-8 of a power of two.  Broadcast operands (a per-channel
+    activation over H, W; a constant per-channel vector; x * x) follow the same rule (measured).
+    Finding: for some zero points the emulator itself fails on M >= 1 (int8 -41, 110 -> -66 at M = 1,
+    2, 4 and 1.0000001, every htp_arch: SIGABRT with "malloc(): unsorted double linked list
+    corrupted", SIGSEGV, or an allocation past 24 GB); the rule above is unverified there, not refused.
+
+Mul by a constant with one element (a scalar or [1, 1, 1, 1] initializer) takes another kernel: a single
+15-bit multiplier on the zero-point-subtracted codes, A = f32(f32(s_1 b) / s_y) with b =
+f32((q_b - z_b) s_b) the constant's value::
+
+    p = 15 - e   (e: the binary exponent of A);  i = round(A 2^p);  f = 0 if e <= -8 else min(6, 7 - e)
+    v = ((q - z_1) i + 2^(p-f-1)) >> (p - f)       an intermediate on a 2^-f grid of the output
+    y = clamp(((v + 2^(f-1)) >> f) + z_y)          (f = 0: y = clamp(v + z_y))
+
+    Evidence: every code at 480 positive constants (A 1.8e-4 .. 16, v68 and v73): 0 of 122,880 differ;
+    one rounding at 2^-p (f = 0) differs on 0.35% of them, near ties, for e > -8.  Not characterised: A
+    >= 16 (e >= 5: 16 to 37 codes in 256 off), and negative constants, which round like the exact
+    product to within 1e-5 of a tie but follow none of the 15 .. 31-bit forms tried (4 codes off at
+    best): refused.
 """
 from __future__ import annotations
 
@@ -198,6 +226,66 @@ def add_u8(q1: np.ndarray, q2: np.ndarray, params: tuple[int, int, int, int]) ->
     p, i1, i2, k = params
     v = np.asarray(q1, np.int64) * i1 + np.asarray(q2, np.int64) * i2 + k
     return np.clip(v >> p, 0, 255)
+
+
+def _round_half_up(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+MUL_MAX = 16.0  # the largest multiplier measured (9.1) rounded up to the next power of two
+
+
+def mul_params(M: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:
+    """(rb, r, ps, adj) of the HTP's Mul for the float32 multiplier ``M`` and uint8 zero points
+    (module docstring)."""
+    if not (0 < M < MUL_MAX):
+        raise ValueError(f"multiplier {M!r} is outside (0, {MUL_MAX:g}), where the Mul rule is measured")
+    rb = (((2 * z1 - 255) * (2 * z2 - 255) + 256) >> 9) * 256
+    m, e = math.frexp(M)
+    r = min(-e, 7)
+    if r > 0 and _round_half_up(M * 2.0 ** (r + 15)) >= 1 << 15:
+        r -= 1
+    while r > 0:
+        ps = _round_half_up(M * 2.0 ** (r + 15))
+        adj = ((rb * ps + (1 << 14)) >> 15) + (zy << r)
+        if adj <= 32767:
+            return rb, r, ps, adj
+        r -= 1
+    if r < 0 and m == 0.5:
+        r += 1
+    ps = min(_round_half_up(M * 2.0 ** (15 + r)), 32767)
+    return rb, r, ps, (rb * ps + (1 << 14)) >> 15
+
+
+def mul_u8(q1: np.ndarray, q2: np.ndarray, z1: int, z2: int, zy: int, params: tuple[int, int, int, int]) -> np.ndarray:
+    """uint8 codes in (broadcast), uint8 codes out (int64); |(P - rb) ps| < 2^32: exact in int64."""
+    rb, r, ps, adj = params
+    d = (np.asarray(q1, np.int64) - z1) * (np.asarray(q2, np.int64) - z2) - rb
+    if r > 0:
+        return np.clip(((((d * ps) >> 15) + adj) + (1 << (r - 1))) >> r, 0, 255)
+    return np.clip(((((d * ps + (1 << 14)) >> 15) + adj) << -r) + zy, 0, 255)
+
+
+def scale_params(A: float) -> tuple[int, int, int]:
+    """(p, i, f) of the HTP's Mul by a one-element constant for A > 0 (module docstring)."""
+    if not (A > 0 and math.isfinite(A)):
+        raise ValueError(f"multiplier {A!r} is not positive: a Mul by a negative or zero constant is not "
+                         f"characterised")
+    e = math.frexp(A)[1]
+    if e >= 5:
+        raise ValueError(f"multiplier {A!r} >= 16 is outside the measured range")
+    p = 15 - e
+    return p, _round_half_up(A * 2.0 ** p), 0 if e <= -8 else min(6, 7 - e)
+
+
+def scale(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int, hi: int) -> np.ndarray:
+    """Zero-point-subtracted codes (|acc| <= 255) -> output codes (int64); acc * i < 2^24."""
+    p, i, f = params
+    s = p - f
+    v = (np.asarray(acc, np.int64) * i + (1 << (s - 1))) >> s
+    if f:
+        v = (v + (1 << (f - 1))) >> f
+    return np.clip(v + zy, lo, hi)
 
 
 def average_params(A: float) -> tuple[int, int]:

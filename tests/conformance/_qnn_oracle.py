@@ -3,13 +3,18 @@ outputs: ``python _qnn_oracle.py MODEL FEEDS.npz OUT.npz HTP_ARCH [OUTPUT ...]``
 one process: ``python _qnn_oracle.py --batch JOBS.json`` (a list of [model, feeds, out, arch, [names]]).
 
 The tests call it in a subprocess, so an abort inside the emulator is reported as a finding instead
-of ending the test session."""
+of ending the test session.  Its address space is capped (ADDRESS_SPACE): on some Mul models the
+emulator corrupts its heap and then allocates without bound (24 GB measured); the cap turns that into
+an error instead of exhausting the machine."""
 import json
+import resource
 import sys
 
 import numpy as np
 
 from refinterp.dumps.capture_qnn import htp_session
+
+ADDRESS_SPACE = 8 << 30
 
 
 def _one(model, feeds, out, arch, names) -> None:
@@ -21,6 +26,7 @@ def _one(model, feeds, out, arch, names) -> None:
 
 
 def main() -> int:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
     if sys.argv[1] == "--batch":
         with open(sys.argv[2]) as f:
             for model, feeds, out, arch, names in json.load(f):

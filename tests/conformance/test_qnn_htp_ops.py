@@ -270,6 +270,90 @@ def test_add_sub_every_pair(tmp_path, arch, act, op):
     _check_many(tmp_path, jobs, arch)
 
 
+# -- Mul: every pair of codes; broadcasts and one-element constants ------------------------------------
+
+@pytest.mark.parametrize("arch,act", ARCH_ACT)
+def test_mul_every_pair(tmp_path, arch, act):
+    """quant/htp_ops.py mul_params: small multipliers (r = 7, output zero points near the top, where the
+    shift drops to keep the offset in 16 bits), multipliers within 1e-7 below / above a power of two,
+    and M from 1/2 to 8 (the r <= 0 form)."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(17 + (act == "int8") + int(arch))
+    a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
+                       indexing="ij")
+    jobs = []
+    for trial, ms in enumerate(([1e-5, 3e-3, 7e-3, 0.02], [2 ** -6 * (1 - 3e-8), 0.25 * (1 - 1e-5), 0.5 * (1 + 2e-8),
+                                                           1 - 2e-8], [0.6, 1.3, 2.5 * (1 + 1e-7), 7.9])):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        i2, n2 = _qdq_in("b", s2, z2, act)
+        nodes, inits = n1 + n2, i1 + i2
+        for j, mj in enumerate(ms):
+            z3 = int(info.max) - j if trial == 0 else int(rng.integers(int(info.min), int(info.max) + 1))
+            io, no = _qdq_out(f"s{j}", f"y{j}", float(F(s1 * s2 / mj)), z3, act)
+            nodes, inits = nodes + [helper.make_node("Mul", ["a_d", "b_d"], [f"s{j}"])] + no, inits + io
+        m = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, a.size]),
+                                  helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, a.size])],
+                   [helper.make_tensor_value_info("y0_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"a": ((a.ravel() - z1) * F(s1)).astype(F)[None], "b": ((b.ravel() - z2) * F(s2)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_mul_broadcast_and_constants(tmp_path, arch, act):
+    """A per-channel activation over H x W, a constant per-channel vector and x * x take the two-tensor
+    rule; a one-element constant (scalar or [1, 1, 1, 1], either side) the one-multiplier kernel
+    (htp_ops.scale_params), A from 1e-3 to 12; a negative one is refused at session creation."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(29 + int(arch) + (act == "int8"))
+    lo, hi = int(info.min), int(info.max) + 1
+    jobs = []
+    qa = rng.integers(lo, hi, (1, 16, 16, 16))
+    for case, shape, target in (("channel", [1, 16, 1, 1], 0.05), ("vector", [1, 16, 1, 1], 0.3), ("square", None, 0.004),
+                                ("scalar", [], 1e-3), ("one", [1, 1, 1, 1], 0.07), ("first", [], 0.9),
+                                ("scalar", [], 12.0), ("one", [1, 1, 1, 1], 0.012)):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = (int(rng.integers(lo, hi)) for _ in range(2))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        nodes, inits = list(n1), list(i1)
+        ins = [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(qa.shape))]
+        feeds = {"a": ((qa - z1) * F(s1)).astype(F)}
+        operands = ["a_d", "b_d"]
+        if case == "square":
+            s2, z2, operands, scale_b = s1, z1, ["a_d", "a_d"], 1.0
+        elif case == "channel":
+            i2, n2 = _qdq_in("b", s2, z2, act)
+            nodes, inits = nodes + n2, inits + i2
+            ins.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, shape))
+            feeds["b"] = ((rng.integers(lo, hi, shape) - z2) * F(s2)).astype(F)
+            scale_b = 1.0
+        else:
+            qb = rng.integers(lo, hi, shape)
+            if case != "vector":  # a positive constant: code above its zero point
+                z2 = min(z2, hi - 20)
+                qb = np.full(shape, int(rng.integers(z2 + 1, hi)))
+            inits += [_init(qb.astype(act), "bq", act), _init(s2, "b_s", np.float32), _init(z2, "b_z", act)]
+            nodes.append(helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]))
+            scale_b = float(np.abs(qb - z2).max()) if case != "vector" else 1.0
+            if case == "first":
+                operands = ["b_d", "a_d"]
+        io, no = _qdq_out("m", "y", float(F(s1 * s2 * scale_b / target)), int(rng.integers(lo, hi)), act)
+        m = _model(nodes + [helper.make_node("Mul", operands, ["m"])] + no, inits + io, ins,
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, feeds))
+    _check_many(tmp_path, jobs, arch)
+    i1, n1 = _qdq_in("a", 0.02, 100, act if act == "uint8" else "int8")
+    zb = 200 if act == "uint8" else 100
+    i1 += [_init(np.array(zb - 50, act), "bq", act), _init(0.01, "b_s", np.float32), _init(zb, "b_z", act)]
+    n1.append(helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]))
+    io, no = _qdq_out("m", "y", 0.02, 100 if act == "uint8" else 0, act)
+    m = _model(n1 + [helper.make_node("Mul", ["a_d", "b_d"], ["m"])] + no, i1 + io,
+               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "negative or zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
 @pytest.mark.parametrize("arch", MAIN)
 def test_global_average_pool_and_maxpool(tmp_path, arch):
     rng = np.random.default_rng(11)

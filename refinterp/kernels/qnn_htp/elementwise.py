@@ -1,7 +1,9 @@
-"""HTP element-wise Add and Sub on 8-bit activations (v68 and v73 compute them alike):
+"""HTP element-wise Add, Sub and Mul on 8-bit activations (v68 and v73 compute them alike):
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
-truncating shift; int8 tensors computed as uint8 with every code moved by 128."""
+truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
+by a one-element constant, ``scale_params`` / ``scale`` (one 15-bit multiplier); int8 tensors computed
+as uint8 with every code moved by 128."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,3 +58,54 @@ def _run(p: HtpAddPlan, a, b):
 for _variant in ARCHS:
     htp_kernel("Add", _variant, _add_prepare)(_run)
     htp_kernel("Sub", _variant, _sub_prepare)(_run)
+
+
+@dataclass(frozen=True)
+class HtpMulPlan:
+    z: tuple[int, int, int]            # uint8-domain zero points of A, B, C
+    params: tuple                      # htp_ops.mul_params, or htp_ops.scale_params for a constant
+    scalar: int | None                 # index of the one-element constant input (the scale kernel)
+    shift: int
+    lo: int
+    hi: int
+    dtype: str
+
+
+def _mul_prepare(node, ctx) -> HtpMulPlan:
+    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    require_8bit(node, [a, b, c])
+    dts = {a.dtype, b.dtype, c.dtype}
+    if len(dts) != 1:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types {sorted(dts)} are not characterised")
+    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
+    sh = shift_of(c.dtype)
+    lo, hi = qrange(c.dtype)
+    f32 = np.float32
+    consts = [k for k, t in enumerate((a, b)) if t.const is not None and np.asarray(t.const).size == 1]
+    try:
+        if consts:  # the HTP's one-constant kernel: one multiplier on the other input's codes
+            k = consts[-1]
+            (s_k, z_k), (s_o, z_o) = ((sa, za), (sb, zb)) if k == 0 else ((sb, zb), (sa, za))
+            value = f32(f32(int(np.asarray((a, b)[k].const).reshape(-1)[0]) - z_k) * f32(s_k))
+            A = float(f32(f32(f32(s_o) * value) / f32(sc)))
+            return HtpMulPlan((z_o + sh, 0, zc + sh), htp_ops.scale_params(A), k, sh, lo, hi, c.dtype)
+        M = float(f32(f32(f32(sa) * f32(sb)) / f32(sc)))
+        return HtpMulPlan((za + sh, zb + sh, zc + sh), htp_ops.mul_params(M, za + sh, zb + sh, zc + sh), None,
+                          sh, lo, hi, c.dtype)
+    except ValueError as e:
+        raise UnsupportedOpError(f"{where(node)}: {e}") from None
+
+
+def _mul_run(p: HtpMulPlan, a, b):
+    if p.scalar is not None:  # the other input's codes, broadcast to the output shape
+        x, other = (b, a) if p.scalar == 0 else (a, b)
+        x = np.broadcast_arrays(np.asarray(x), np.asarray(other))[0]
+        y = htp_ops.scale(x.astype(np.int64) + p.shift - p.z[0], p.params, p.z[2], 0, 255)
+    else:
+        y = htp_ops.mul_u8(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift,
+                           *p.z, p.params)
+    return np.clip(y - p.shift, p.lo, p.hi).astype(p.dtype)
+
+
+for _variant in ARCHS:
+    htp_kernel("Mul", _variant, _mul_prepare)(_mul_run)
