@@ -84,6 +84,31 @@ def mobile_blocks(seed: int = 0) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def swish_se_blocks(seed: int = 2) -> ModelProto:
+    """EfficientNet-style: conv + SiLU (x * Sigmoid(x)), depthwise + SiLU, a squeeze-excitation gate
+    (GAP, 1x1 conv + SiLU, 1x1 conv + Sigmoid, Mul broadcast over H x W), 1x1 projection, a Mul by a
+    constant scalar, GAP, Flatten, Gemm."""
+    b = _Builder(seed)
+    x = "input"
+
+    def silu(t: str) -> str:
+        return b.op("Mul", [t, b.op("Sigmoid", [t])])
+
+    h = silu(b.op("Conv", [x, b.w("c1_w", (16, 3, 3, 3)), b.w("c1_b", (16,), 0.1)], pads=[1, 1, 1, 1], strides=[2, 2]))
+    h = silu(b.op("Conv", [h, b.w("dw_w", (16, 1, 3, 3)), b.w("dw_b", (16,), 0.1)], group=16, pads=[1, 1, 1, 1]))
+    g = b.op("GlobalAveragePool", [h])
+    g = silu(b.op("Conv", [g, b.w("se1_w", (4, 16, 1, 1)), b.w("se1_b", (4,), 0.1)]))
+    g = b.op("Sigmoid", [b.op("Conv", [g, b.w("se2_w", (16, 4, 1, 1)), b.w("se2_b", (16,), 0.1)])])
+    h = b.op("Mul", [h, g])
+    h = b.op("Conv", [h, b.w("p_w", (24, 16, 1, 1)), b.w("p_b", (24,), 0.1)])
+    h = b.op("Mul", [h, b.w("gain", (), value=1.7)])
+    f = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 24)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("swish_se_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 16, heads: int = 2,
                       vocab: int = 20) -> ModelProto:
     """Token embedding (Gather) + positional add, pre-LN self-attention and MLP, residuals.

@@ -15,7 +15,7 @@ import pytest
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
-from tests.onnx_models import mobile_blocks, small_cnn
+from tests.onnx_models import mobile_blocks, small_cnn, swish_se_blocks
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -112,6 +112,19 @@ def test_every_quantized_tensor_equals_the_emulator(models, arch, act, pc):
     made, feeds, d = models
     tensors, compared = _compare_model(made[(act, pc)], feeds, arch, d)
     assert tensors == 10 and compared > 10000  # every quantized activation (input, 8 layers, Add)
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("68", "int8"), ("73", "uint8"), ("73", "int8")])
+def test_swish_and_squeeze_excitation_model(tmp_path, arch, act):
+    """An EfficientNet-style QDQ model (tests/onnx_models.py swish_se_blocks: SiLU as x * Sigmoid(x),
+    a squeeze-excitation Mul broadcast over H x W, a Mul by a constant scalar) by quantize_static with
+    per-tensor weights: every QuantizeLinear output equals the emulator."""
+    shape = [1, 3, 32, 32]
+    model = _quantize(swish_se_blocks(), tmp_path, "swish", act, False, shape)
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(4).standard_normal(shape).astype(np.float32))
+    tensors, compared = _compare_model(model, feeds, arch, tmp_path)
+    assert tensors >= 18 and compared > 10000, (tensors, compared)
 
 
 @pytest.mark.parametrize("act", ["uint8", "int8"])

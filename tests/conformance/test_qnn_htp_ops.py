@@ -354,6 +354,27 @@ def test_mul_broadcast_and_constants(tmp_path, arch, act):
     assert "negative or zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
 
 
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_silu_unit_every_code(tmp_path, arch, act):
+    """x * Sigmoid(x) (either operand order) is one table op on the HTP (passes/qdq_htp.py makes it Swish):
+    every input code at 4 scale sets, the Sigmoid's own output compared too."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(41 + int(arch) + (act == "int8"))
+    q = np.arange(int(info.min), int(info.max) + 1)
+    jobs = []
+    for k in range(4):
+        sx, zx = float(F(10 ** rng.uniform(-2, -0.7))), int(rng.integers(int(info.min), int(info.max) + 1))
+        i1, n1 = _qdq_in("x", sx, zx, act)
+        io1, no1 = _qdq_out("sg", "s", float(F(1 / 255)), int(info.min), act)
+        io2, no2 = _qdq_out("m", "y", float(F(10 ** rng.uniform(-2.3, -1))), int(rng.integers(int(info.min), int(info.max) + 1)), act)
+        order = ["x_d", "s_dq"] if k % 2 else ["s_dq", "x_d"]
+        nodes = n1 + [helper.make_node("Sigmoid", ["x_d"], ["sg"])] + no1 + [helper.make_node("Mul", order, ["m"])] + no2
+        m = _model(nodes, i1 + io1 + io2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"x": ((q - zx) * F(sx)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
 @pytest.mark.parametrize("arch", MAIN)
 def test_global_average_pool_and_maxpool(tmp_path, arch):
     rng = np.random.default_rng(11)

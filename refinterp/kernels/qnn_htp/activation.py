@@ -1,5 +1,6 @@
-"""HTP Sigmoid, Tanh and HardSwish on 8-bit activations (v68 and v73 alike): a 256-entry table of the
-float64 function of the dequantized code, rounded to the nearest output code.
+"""HTP Sigmoid, Tanh, HardSwish and the SiLU unit (a Mul of x by its own Sigmoid, which the HTP runs as
+one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit activations (v68 and v73 alike): a 256-entry
+table of the float64 function of the dequantized code, rounded to the nearest output code.
 
     y[q] = clamp(round(f((q - zp_x) * s_x) / s_y) + zp_y)
 
@@ -22,6 +23,7 @@ _FUNCS = {
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "Tanh": np.tanh,
     "HardSwish": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "Swish": lambda x: x / (1.0 + np.exp(-x)),
 }
 
 
@@ -34,6 +36,9 @@ class HtpLutPlan:
 
 def _prepare(node, ctx) -> HtpLutPlan:
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if node.op == "Swish" and not (node.attr("htp_fused_silu") and float(node.attr("alpha", 1.0)) == 1.0):
+        raise UnsupportedOpError(f"{where(node)}: a Swish op of the model itself is not characterised on the HTP "
+                                 "(only the Mul(x, Sigmoid(x)) unit the HTP forms)")
     if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
