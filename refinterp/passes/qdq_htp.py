@@ -3,7 +3,7 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh, HardSwish and Sub (fused here too; ORT's own QDQ fusion leaves them in float).
+so are Tanh, HardSwish, Sub and Div (fused here too; ORT's own QDQ fusion leaves them in float).
 A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as exporters spell it) is one
 more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
 function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_htp/activation.py, while
@@ -23,7 +23,7 @@ MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "S
 # one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
 UNARY = ("Tanh", "HardSwish")
 # two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py)
-BINARY = ("Sub",)
+BINARY = ("Sub", "Div")
 
 
 class _HtpFuser(_Fuser):

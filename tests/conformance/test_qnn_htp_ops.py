@@ -375,6 +375,38 @@ def test_silu_unit_every_code(tmp_path, arch, act):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_div_by_a_constant(tmp_path, arch, act):
+    """Div by a positive one-element constant runs Mul's one-multiplier kernel (htp_ops.scale_params with
+    A = s_a / (b s_y)): every code at 8 constants (scalar and [1, 1]); a Div by a tensor is refused."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max) + 1
+    rng = np.random.default_rng(53 + int(arch) + (act == "int8"))
+    qa = np.arange(lo, hi)[None]
+    jobs = []
+    for t, target in enumerate((0.002, 0.03, 0.2, 0.6, 1.0 / 6, 1.5, 4.0, 12.0)):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = int(rng.integers(lo, hi)), int(rng.integers(lo, hi - 20))
+        qb = int(rng.integers(z2 + 1, hi))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        inits = i1 + [_init(np.full([] if t % 2 else [1, 1], qb).astype(act), "bq", act), _init(s2, "b_s", np.float32),
+                      _init(z2, "b_z", act)]
+        io, no = _qdq_out("d", "y", float(F(s1 / ((qb - z2) * s2) / target)), int(rng.integers(lo, hi)), act)
+        nodes = n1 + [helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]),
+                      helper.make_node("Div", ["a_d", "b_d"], ["d"])] + no
+        m = _model(nodes, inits + io, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, qa.size])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"a": ((qa - z1) * F(s1)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+    i1, n1 = _qdq_in("a", 0.02, 10, act)
+    i2, n2 = _qdq_in("b", 0.03, 20, act)
+    io, no = _qdq_out("d", "y", 0.05, 0, act)
+    m = _model(n1 + n2 + [helper.make_node("Div", ["a_d", "b_d"], ["d"])] + no, i1 + i2 + io,
+               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "Div by a tensor is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
 @pytest.mark.parametrize("arch", MAIN)
 def test_global_average_pool_and_maxpool(tmp_path, arch):
     rng = np.random.default_rng(11)

@@ -2,7 +2,7 @@
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
-by a one-element constant, ``scale_params`` / ``scale`` (one 15-bit multiplier); int8 tensors computed
+by a one-element constant, and Div by one, ``scale_params`` / ``scale`` (one 15-bit multiplier); int8 tensors computed
 as uint8 with every code moved by 128."""
 from __future__ import annotations
 
@@ -107,5 +107,30 @@ def _mul_run(p: HtpMulPlan, a, b):
     return np.clip(y - p.shift, p.lo, p.hi).astype(p.dtype)
 
 
+def _div_prepare(node, ctx) -> HtpMulPlan:
+    """Div by a positive one-element constant: the one-multiplier kernel of Mul, A = f32(f32(s_a / b) / s_y)
+    (measured: 0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8); other divisors are refused."""
+    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    require_8bit(node, [a, b, c])
+    if len({a.dtype, b.dtype, c.dtype}) != 1:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised")
+    if b.const is None or np.asarray(b.const).size != 1:
+        raise UnsupportedOpError(f"{where(node)}: a Div by a tensor is not characterised on the HTP (only by a "
+                                 f"one-element constant)")
+    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
+    f32 = np.float32
+    value = f32(f32(int(np.asarray(b.const).reshape(-1)[0]) - zb) * f32(sb))
+    sh = shift_of(c.dtype)
+    lo, hi = qrange(c.dtype)
+    if not value > 0:
+        raise UnsupportedOpError(f"{where(node)}: a Div by a negative or zero constant is not characterised")
+    try:
+        params = htp_ops.scale_params(float(f32(f32(f32(sa) / value) / f32(sc))))
+    except ValueError as e:
+        raise UnsupportedOpError(f"{where(node)}: {e}") from None
+    return HtpMulPlan((za + sh, 0, zc + sh), params, 1, sh, lo, hi, c.dtype)
+
+
 for _variant in ARCHS:
     htp_kernel("Mul", _variant, _mul_prepare)(_mul_run)
+    htp_kernel("Div", _variant, _div_prepare)(_mul_run)
