@@ -191,10 +191,14 @@ class _Fuser:
             out.append(self.replaced.get(id(n), n))
         return out
 
+    def may_drop(self, n) -> bool:
+        """Whether ``drop_activations`` may fold this Relu / Clip into the QuantizeLinear after it."""
+        return True
+
     def drop_activations(self) -> None:
         changed = False
         for n in list(self.nodes):
-            if n.op not in ("Relu", "Clip") or not n.inputs:
+            if n.op not in ("Relu", "Clip") or not n.inputs or not self.may_drop(n):
                 continue
             hit = self.q_after(n.outputs[0])
             if hit is None:

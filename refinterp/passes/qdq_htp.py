@@ -3,7 +3,7 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh, HardSwish, Sub and Div (fused here too; ORT's own QDQ fusion leaves them in float).
+so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sub and Div (fused here too; ORT's own QDQ fusion leaves them in float).
 A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as exporters spell it) is one
 more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
 function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_htp/activation.py, while
@@ -21,12 +21,18 @@ from .qdq import _Fuser
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
         "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
 # one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
-UNARY = ("Tanh", "HardSwish")
+UNARY = ("Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Relu", "HardSigmoid")
 # two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py)
 BINARY = ("Sub", "Div")
 
 
 class _HtpFuser(_Fuser):
+    def may_drop(self, n) -> bool:
+        """A Relu between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its table,
+        measured: folding it into a requantizing copy rounds through float16 and differs on 6 of 256
+        codes); after a compute op it folds into that op's requantization as in fuse_qdq."""
+        return not (n.op == "Relu" and self.dq(n.inputs[0]) is not None)
+
     def fuse_binary(self, n) -> None:
         if n.op not in BINARY or len(n.inputs) != 2 or len(n.outputs) != 1 or id(n) in self.replaced:
             return

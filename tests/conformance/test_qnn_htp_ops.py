@@ -454,6 +454,55 @@ def test_table_activations_every_code(tmp_path, arch):
     _check_many(tmp_path, jobs, arch)
 
 
+TABLE_OPS = {  # op -> (attributes, float64 function for choosing an output range)
+    "Elu": ({"alpha": 0.7}, lambda x: np.where(x >= 0, x, 0.7 * np.expm1(np.minimum(x, 0)))),
+    "Gelu": ({}, lambda x: x * 0.5 * (1 + np.tanh(0.8 * x))),
+    "GeluTanh": ({"approximate": "tanh"}, lambda x: x * 0.5 * (1 + np.tanh(0.8 * x))),
+    "Softplus": ({}, lambda x: np.logaddexp(0, x)),
+    "Exp": ({}, np.exp),
+    "Relu": ({}, lambda x: np.maximum(x, 0)),
+    "LeakyRelu": ({"alpha": 0.1}, lambda x: np.where(x >= 0, x, 0.1 * x)),
+    "HardSigmoid": ({"alpha": 0.25, "beta": 0.4}, lambda x: np.clip(0.25 * x + 0.4, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_more_table_activations_every_code(tmp_path, arch, act):
+    """Elu / Gelu (both forms) / Softplus / Exp / Relu / LeakyRelu / HardSigmoid: the table rule of
+    kernels/qnn_htp/activation.py over every input code, 2 scale sets each (output range from the
+    function's range); LeakyRelu / HardSigmoid on int8 are refused (the QNN EP does not take them)."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max)
+    rng = np.random.default_rng(61 + int(arch) + (act == "int8"))
+    q = np.arange(lo, hi + 1)
+    jobs = []
+    for op, (attrs, fn) in TABLE_OPS.items():
+        if act == "int8" and op in ("LeakyRelu", "HardSigmoid"):
+            continue
+        for trial in range(2):
+            xs, xz = float(F(10 ** rng.uniform(-2, -1))), int(rng.integers(lo, hi + 1))
+            with np.errstate(over="ignore"):
+                v = fn((q - xz) * xs)
+            v = v[np.isfinite(v)]
+            vmin = min(float(v.min()), 0.0)
+            ys = float(F((float(v.max()) - vmin) / 255 * rng.uniform(0.6, 1.05)))
+            yz = int(np.clip(lo + round(-vmin / ys), lo, hi))
+            i1, n1 = _qdq_in("x", xs, xz, act)
+            n1.append(helper.make_node("Gelu" if op == "GeluTanh" else op, ["x_d"], ["f"], **attrs))
+            io, no = _qdq_out("f", "y", ys, yz, act)
+            m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+    if act == "int8":
+        i1, n1 = _qdq_in("x", 0.02, 0, act)
+        io, no = _qdq_out("f", "y", 0.02, 0, act)
+        m = _model(n1 + [helper.make_node("LeakyRelu", ["x_d"], ["f"], alpha=0.1)] + no, i1 + io,
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        assert "does not run LeakyRelu on int8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_requantizing_data_movement(tmp_path, arch):
     """Concat (inputs on other parameters than the output), Reshape, Transpose, MaxPool, DepthToSpace

@@ -1,16 +1,21 @@
-"""HTP Sigmoid, Tanh, HardSwish and the SiLU unit (a Mul of x by its own Sigmoid, which the HTP runs as
-one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit activations (v68 and v73 alike): a 256-entry
-table of the float64 function of the dequantized code, rounded to the nearest output code.
+"""HTP Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
+HardSigmoid (uint8 only: the QNN EP takes them on the HTP with uint8 tensors only) and the SiLU unit (a
+Mul of x by its own Sigmoid, which the HTP runs as one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit
+activations (v68 and v73 alike): a 256-entry table of the float64 function of the dequantized code,
+rounded to the nearest output code.
 
     y[q] = clamp(round(f((q - zp_x) * s_x) / s_y) + zp_y)
 
 Evidence: every input code at 12 random scale sets per op and arch gives 0 differences from this
+(Elu, Gelu, Softplus, Exp, Relu, LeakyRelu, HardSigmoid: 3 sets per op, arch and type, 0 of 768 each;
+Sqrt, Log, Abs and Neg do not follow it: 1 to 33 of 768 off, not covered)
 (float32 evaluation followed by the HTP's float16 QuantizeLinear differs on 38-80 of 3,072).  Exact
 ties are *not* characterised: on power-of-two scale ratios HardSwish entries that are exactly n + 1/2
 go up, down or away from zero by no float32 or float16 evaluation order tried; a node whose table has
 an entry within 1e-9 of a tie is refused."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,12 +24,32 @@ from refinterp.errors import UnsupportedOpError
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, htp_kernel, require_8bit
 
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _f32(node, key: str, default: float) -> float:
+    return float(np.float32(node.attr(key, default)))
+
+
+# f(x, node): the float64 function the table samples (attributes as the float32 values stored)
 _FUNCS = {
-    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "Tanh": np.tanh,
-    "HardSwish": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-    "Swish": lambda x: x / (1.0 + np.exp(-x)),
+    "Sigmoid": lambda x, n: 1.0 / (1.0 + np.exp(-x)),
+    "Tanh": lambda x, n: np.tanh(x),
+    "HardSwish": lambda x, n: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    "Swish": lambda x, n: x / (1.0 + np.exp(-x)),
+    "Elu": lambda x, n: np.where(x >= 0, x, _f32(n, "alpha", 1.0) * np.expm1(np.minimum(x, 0))),
+    # the QNN EP / HTP computes the exact form for approximate="tanh" too (measured: the tanh form's table
+    # differs from the emulator on 5 of 256 codes, the erf form on none)
+    "Gelu": lambda x, n: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "Softplus": lambda x, n: np.logaddexp(0.0, x),
+    "Exp": lambda x, n: np.exp(x),
+    "Relu": lambda x, n: np.maximum(x, 0.0),
+    "LeakyRelu": lambda x, n: np.where(x >= 0, x, _f32(n, "alpha", 0.01) * x),
+    "HardSigmoid": lambda x, n: np.clip(_f32(n, "alpha", 0.2) * x + _f32(n, "beta", 0.5), 0.0, 1.0),
 }
+# measured on uint8 only: the QNN EP does not take these with int8 tensors (CPU fallback needed)
+_UINT8_ONLY = ("LeakyRelu", "HardSigmoid")
 
 
 @dataclass(frozen=True)
@@ -41,11 +66,14 @@ def _prepare(node, ctx) -> HtpLutPlan:
                                  "(only the Mul(x, Sigmoid(x)) unit the HTP forms)")
     if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
+    if node.op in _UINT8_ONLY and ctx.inputs[0].dtype != "uint8":
+        raise UnsupportedOpError(f"{where(node)}: onnxruntime-qnn's QNN EP does not run {node.op} on int8 tensors "
+                                 "on the HTP (measured), so it is not characterised there")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
     codes = np.arange(lo, hi + 1)
     with np.errstate(over="ignore"):
-        t = _FUNCS[node.op]((codes - zx) * float(sx)) / float(sy)
+        t = _FUNCS[node.op]((codes - zx) * float(sx), node) / float(sy)
     if np.any(np.abs(t - np.floor(t) - 0.5) < 1e-9):
         raise UnsupportedOpError(f"{where(node)}: a table entry lies on a rounding tie, where the HTP's rounding "
                                  "is not characterised")
