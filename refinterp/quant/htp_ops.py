@@ -1,7 +1,8 @@
 """Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68
 convolution requantization, element-wise Add / Sub and the window average (GlobalAveragePool), as measured
 against Qualcomm's host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).
-tests/conformance/test_qnn_htp_ops.py re-measures every rule here against the emulator.
+tests/conformance/test_qnn_htp_ops.py and test_qnn_htp_elementwise.py re-measure every rule here against the
+emulator.
 
 Qualcomm does not publish the HTP kernels; each rule was found by dense single-op sweeps (every pair
 of 8-bit codes, every accumulator in [-16384, 16256]) and is stated with its evidence.

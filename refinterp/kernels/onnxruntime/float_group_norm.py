@@ -12,7 +12,7 @@ at element r K of a 16-byte-aligned buffer:
     y     = f32(f32(scale[c] * f32(f32(x - mean) / std)) + bias[c])
 
 (opsets 18-20 take per-group scale / bias; the loader repeats them per channel, the same products.)
-Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_ops.py); the two-pass generic
+Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_gru_norm.py); the two-pass generic
 kernel differs.  Other dtypes and stash types run the generic kernel.
 """
 from __future__ import annotations

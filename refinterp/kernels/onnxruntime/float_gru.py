@@ -23,7 +23,7 @@ SGEMM with B transposed, float_sgemm.mlas_sgemm, on the session's intra-op threa
   H = fl(fl(fl(1 - z) * t) + fl(z * H_prev));
 * rows past their sequence_lens stop (zeros in Y, their last H in Y_h).
 
-Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_ops.py).  Other activations,
+Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_gru_norm.py).  Other activations,
 ``layout`` 1 (which ORT's GRU refuses) and other dtypes run the generic kernel
 (kernels/float/recurrent.py).
 """

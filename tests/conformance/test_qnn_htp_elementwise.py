@@ -1,0 +1,205 @@
+"""Element-wise ops of the ``qnn-htp-v68`` / ``qnn-htp-v73`` schemes against Qualcomm's HTP emulation
+(onnxruntime-qnn 2.7.0, the oracle subprocess of test_qnn_htp_ops.py): Mul (every pair of codes,
+broadcasts, one-element constants), the SiLU unit, Div by a constant and the table activations beyond
+Sigmoid / Tanh / HardSwish -- every QuantizeLinear output code for code."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conformance.test_qnn_htp_numerics import _init, _model
+from tests.conformance.test_qnn_htp_ops import ARCH_ACT, _check_many, _qdq_in, _qdq_out, _refused
+
+try:
+    import onnxruntime_qnn  # noqa: F401
+except ImportError:  # the wheel exists for linux x86-64 only
+    pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
+
+F = np.float32
+
+
+# -- Mul: every pair of codes; broadcasts and one-element constants ------------------------------------
+
+@pytest.mark.parametrize("arch,act", ARCH_ACT)
+def test_mul_every_pair(tmp_path, arch, act):
+    """quant/htp_ops.py mul_params: small multipliers (r = 7, output zero points near the top, where the
+    shift drops to keep the offset in 16 bits), multipliers within 1e-7 below / above a power of two,
+    and M from 1/2 to 8 (the r <= 0 form)."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(17 + (act == "int8") + int(arch))
+    a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
+                       indexing="ij")
+    jobs = []
+    for trial, ms in enumerate(([1e-5, 3e-3, 7e-3, 0.02], [2 ** -6 * (1 - 3e-8), 0.25 * (1 - 1e-5), 0.5 * (1 + 2e-8),
+                                                           1 - 2e-8], [0.6, 1.3, 2.5 * (1 + 1e-7), 7.9])):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        i2, n2 = _qdq_in("b", s2, z2, act)
+        nodes, inits = n1 + n2, i1 + i2
+        for j, mj in enumerate(ms):
+            z3 = int(info.max) - j if trial == 0 else int(rng.integers(int(info.min), int(info.max) + 1))
+            io, no = _qdq_out(f"s{j}", f"y{j}", float(F(s1 * s2 / mj)), z3, act)
+            nodes, inits = nodes + [helper.make_node("Mul", ["a_d", "b_d"], [f"s{j}"])] + no, inits + io
+        m = _model(nodes, inits, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, a.size]),
+                                  helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, a.size])],
+                   [helper.make_tensor_value_info("y0_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"a": ((a.ravel() - z1) * F(s1)).astype(F)[None], "b": ((b.ravel() - z2) * F(s2)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_mul_broadcast_and_constants(tmp_path, arch, act):
+    """A per-channel activation over H x W, a constant per-channel vector and x * x take the two-tensor
+    rule; a one-element constant (scalar or [1, 1, 1, 1], either side) the one-multiplier kernel
+    (htp_ops.scale_params), A from 1e-3 to 12; a negative one is refused at session creation."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(29 + int(arch) + (act == "int8"))
+    lo, hi = int(info.min), int(info.max) + 1
+    jobs = []
+    qa = rng.integers(lo, hi, (1, 16, 16, 16))
+    for case, shape, target in (("channel", [1, 16, 1, 1], 0.05), ("vector", [1, 16, 1, 1], 0.3), ("square", None, 0.004),
+                                ("scalar", [], 1e-3), ("one", [1, 1, 1, 1], 0.07), ("first", [], 0.9),
+                                ("scalar", [], 12.0), ("one", [1, 1, 1, 1], 0.012)):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = (int(rng.integers(lo, hi)) for _ in range(2))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        nodes, inits = list(n1), list(i1)
+        ins = [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(qa.shape))]
+        feeds = {"a": ((qa - z1) * F(s1)).astype(F)}
+        operands = ["a_d", "b_d"]
+        if case == "square":
+            s2, z2, operands, scale_b = s1, z1, ["a_d", "a_d"], 1.0
+        elif case == "channel":
+            i2, n2 = _qdq_in("b", s2, z2, act)
+            nodes, inits = nodes + n2, inits + i2
+            ins.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, shape))
+            feeds["b"] = ((rng.integers(lo, hi, shape) - z2) * F(s2)).astype(F)
+            scale_b = 1.0
+        else:
+            qb = rng.integers(lo, hi, shape)
+            if case != "vector":  # a positive constant: code above its zero point
+                z2 = min(z2, hi - 20)
+                qb = np.full(shape, int(rng.integers(z2 + 1, hi)))
+            inits += [_init(qb.astype(act), "bq", act), _init(s2, "b_s", np.float32), _init(z2, "b_z", act)]
+            nodes.append(helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]))
+            scale_b = float(np.abs(qb - z2).max()) if case != "vector" else 1.0
+            if case == "first":
+                operands = ["b_d", "a_d"]
+        io, no = _qdq_out("m", "y", float(F(s1 * s2 * scale_b / target)), int(rng.integers(lo, hi)), act)
+        m = _model(nodes + [helper.make_node("Mul", operands, ["m"])] + no, inits + io, ins,
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, feeds))
+    _check_many(tmp_path, jobs, arch)
+    i1, n1 = _qdq_in("a", 0.02, 100, act if act == "uint8" else "int8")
+    zb = 200 if act == "uint8" else 100
+    i1 += [_init(np.array(zb - 50, act), "bq", act), _init(0.01, "b_s", np.float32), _init(zb, "b_z", act)]
+    n1.append(helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]))
+    io, no = _qdq_out("m", "y", 0.02, 100 if act == "uint8" else 0, act)
+    m = _model(n1 + [helper.make_node("Mul", ["a_d", "b_d"], ["m"])] + no, i1 + io,
+               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "negative or zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_silu_unit_every_code(tmp_path, arch, act):
+    """x * Sigmoid(x) (either operand order) is one table op on the HTP (passes/qdq_htp.py makes it Swish):
+    every input code at 4 scale sets, the Sigmoid's own output compared too."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(41 + int(arch) + (act == "int8"))
+    q = np.arange(int(info.min), int(info.max) + 1)
+    jobs = []
+    for k in range(4):
+        sx, zx = float(F(10 ** rng.uniform(-2, -0.7))), int(rng.integers(int(info.min), int(info.max) + 1))
+        i1, n1 = _qdq_in("x", sx, zx, act)
+        io1, no1 = _qdq_out("sg", "s", float(F(1 / 255)), int(info.min), act)
+        io2, no2 = _qdq_out("m", "y", float(F(10 ** rng.uniform(-2.3, -1))), int(rng.integers(int(info.min), int(info.max) + 1)), act)
+        order = ["x_d", "s_dq"] if k % 2 else ["s_dq", "x_d"]
+        nodes = n1 + [helper.make_node("Sigmoid", ["x_d"], ["sg"])] + no1 + [helper.make_node("Mul", order, ["m"])] + no2
+        m = _model(nodes, i1 + io1 + io2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"x": ((q - zx) * F(sx)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
+def test_div_by_a_constant(tmp_path, arch, act):
+    """Div by a positive one-element constant runs Mul's one-multiplier kernel (htp_ops.scale_params with
+    A = s_a / (b s_y)): every code at 8 constants (scalar and [1, 1]); a Div by a tensor is refused."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max) + 1
+    rng = np.random.default_rng(53 + int(arch) + (act == "int8"))
+    qa = np.arange(lo, hi)[None]
+    jobs = []
+    for t, target in enumerate((0.002, 0.03, 0.2, 0.6, 1.0 / 6, 1.5, 4.0, 12.0)):
+        s1, s2 = (float(F(10 ** rng.uniform(-2.5, -0.5))) for _ in range(2))
+        z1, z2 = int(rng.integers(lo, hi)), int(rng.integers(lo, hi - 20))
+        qb = int(rng.integers(z2 + 1, hi))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        inits = i1 + [_init(np.full([] if t % 2 else [1, 1], qb).astype(act), "bq", act), _init(s2, "b_s", np.float32),
+                      _init(z2, "b_z", act)]
+        io, no = _qdq_out("d", "y", float(F(s1 / ((qb - z2) * s2) / target)), int(rng.integers(lo, hi)), act)
+        nodes = n1 + [helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]),
+                      helper.make_node("Div", ["a_d", "b_d"], ["d"])] + no
+        m = _model(nodes, inits + io, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, qa.size])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"a": ((qa - z1) * F(s1)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+    i1, n1 = _qdq_in("a", 0.02, 10, act)
+    i2, n2 = _qdq_in("b", 0.03, 20, act)
+    io, no = _qdq_out("d", "y", 0.05, 0, act)
+    m = _model(n1 + n2 + [helper.make_node("Div", ["a_d", "b_d"], ["d"])] + no, i1 + i2 + io,
+               [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "Div by a tensor is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+TABLE_OPS = {  # op -> (attributes, float64 function for choosing an output range)
+    "Elu": ({"alpha": 0.7}, lambda x: np.where(x >= 0, x, 0.7 * np.expm1(np.minimum(x, 0)))),
+    "Gelu": ({}, lambda x: x * 0.5 * (1 + np.tanh(0.8 * x))),
+    "GeluTanh": ({"approximate": "tanh"}, lambda x: x * 0.5 * (1 + np.tanh(0.8 * x))),
+    "Softplus": ({}, lambda x: np.logaddexp(0, x)),
+    "Exp": ({}, np.exp),
+    "Relu": ({}, lambda x: np.maximum(x, 0)),
+    "LeakyRelu": ({"alpha": 0.1}, lambda x: np.where(x >= 0, x, 0.1 * x)),
+    "HardSigmoid": ({"alpha": 0.25, "beta": 0.4}, lambda x: np.clip(0.25 * x + 0.4, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_more_table_activations_every_code(tmp_path, arch, act):
+    """Elu / Gelu (both forms) / Softplus / Exp / Relu / LeakyRelu / HardSigmoid: the table rule of
+    kernels/qnn_htp/activation.py over every input code, 2 scale sets each (output range from the
+    function's range); LeakyRelu / HardSigmoid on int8 are refused (the QNN EP does not take them)."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max)
+    rng = np.random.default_rng(61 + int(arch) + (act == "int8"))
+    q = np.arange(lo, hi + 1)
+    jobs = []
+    for op, (attrs, fn) in TABLE_OPS.items():
+        if act == "int8" and op in ("LeakyRelu", "HardSigmoid"):
+            continue
+        for trial in range(2):
+            xs, xz = float(F(10 ** rng.uniform(-2, -1))), int(rng.integers(lo, hi + 1))
+            with np.errstate(over="ignore"):
+                v = fn((q - xz) * xs)
+            v = v[np.isfinite(v)]
+            vmin = min(float(v.min()), 0.0)
+            ys = float(F((float(v.max()) - vmin) / 255 * rng.uniform(0.6, 1.05)))
+            yz = int(np.clip(lo + round(-vmin / ys), lo, hi))
+            i1, n1 = _qdq_in("x", xs, xz, act)
+            n1.append(helper.make_node("Gelu" if op == "GeluTanh" else op, ["x_d"], ["f"], **attrs))
+            io, no = _qdq_out("f", "y", ys, yz, act)
+            m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+    if act == "int8":
+        i1, n1 = _qdq_in("x", 0.02, 0, act)
+        io, no = _qdq_out("f", "y", 0.02, 0, act)
+        m = _model(n1 + [helper.make_node("LeakyRelu", ["x_d"], ["f"], alpha=0.1)] + no, i1 + io,
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        assert "does not run LeakyRelu on int8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
