@@ -36,6 +36,22 @@ def float32_node_or_delegate(node, ctx) -> tuple[Delegate, bool]:
     return d, ok
 
 
+def rnn_default_float(node, ctx, defaults: tuple[str, ...]):
+    """(the generic float kernel's Delegate for the RNN ``node``, (x, w, r, directions) or None): the
+    tensors when X is a plain float32 tensor, W and R are present and the activations are ORT's default
+    ones (``defaults`` per direction) -- the case ORT's DeepCPU kernels take."""
+    fk = require(node.op, "float")
+    d = Delegate(fk, fk.prepare(node, ctx))
+    ins = list(ctx.inputs) + [None] * 3
+    x, w, r = ins[0], ins[1], ins[2]
+    acts = node.attrs.get("activations")
+    n_dir = 2 if str(node.attrs.get("direction", "forward")) == "bidirectional" else 1
+    if x is None or w is None or r is None or str(x.dtype) != "float32" or is_quantized(x) \
+            or (acts is not None and tuple(str(a).lower() for a in acts) != defaults * n_dir):
+        return d, None
+    return d, (x, w, r, n_dir)
+
+
 def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = (),
                float_refusal: str | None = None):
     """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "int")`` when

@@ -36,11 +36,11 @@ import numba
 import numpy as np
 
 from refinterp.errors import InputError
-from .common import is_quantized
+from .common import rnn_default_float
 from .float_activation import mlas_sigmoid
 from .float_conv import physical_cores
 from .float_sgemm import mlas_sgemm, mlas_sgemm_packed
-from ..registry import Delegate, kernel, require
+from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -68,16 +68,10 @@ class OrtGruPlan:
 
 
 def _prepare(node, ctx):
-    fk = require("GRU", "float")
-    d = Delegate(fk, fk.prepare(node, ctx))
-    ins = list(ctx.inputs) + [None] * 6
-    x, w, r = ins[0], ins[1], ins[2]
-    acts = node.attrs.get("activations")
-    n_dir = 2 if str(node.attrs.get("direction", "forward")) == "bidirectional" else 1
-    if x is None or w is None or r is None or str(x.dtype) != "float32" or is_quantized(x) \
-            or int(node.attrs.get("layout", 0)) != 0 \
-            or (acts is not None and tuple(str(a).lower() for a in acts) != _DEFAULT * n_dir):
+    d, found = rnn_default_float(node, ctx, _DEFAULT)
+    if found is None or int(node.attrs.get("layout", 0)) != 0:  # ORT's GRU refuses layout 1
         return d
+    x, w, r, n_dir = found
     hid = node.attrs.get("hidden_size")
     if hid is None and w.shape is not None and len(w.shape) == 3 and isinstance(w.shape[1], int):
         hid = w.shape[1] // 3

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from refinterp.errors import InputError
-from .common import is_quantized
+from .common import rnn_default_float
 from .float_activation import mlas_sigmoid, mlas_tanh
 from .float_sgemm import PACKED_STRIDE_K, _sgemm_segment, mlas_sgemm_packed
-from ..registry import Delegate, kernel, require
+from ..registry import Delegate, kernel
 
 VARIANT = "ort_float"
 _F = np.float32
@@ -52,15 +52,10 @@ class OrtLstmPlan:
 
 
 def _prepare(node, ctx):
-    fk = require("LSTM", "float")
-    d = Delegate(fk, fk.prepare(node, ctx))
-    ins = list(ctx.inputs) + [None] * 8
-    x, w, r = ins[0], ins[1], ins[2]
-    acts = node.attrs.get("activations")
-    n_dir = 2 if str(node.attrs.get("direction", "forward")) == "bidirectional" else 1
-    if x is None or w is None or r is None or str(x.dtype) != "float32" or w.const is None or r.const is None \
-            or is_quantized(x) or (acts is not None and tuple(str(a).lower() for a in acts) != _DEFAULT * n_dir):
+    d, found = rnn_default_float(node, ctx, _DEFAULT)
+    if found is None or found[1].const is None or found[2].const is None:
         return d
+    x, w, r, n_dir = found
     wc, rc = np.asarray(w.const, _F), np.asarray(r.const, _F)
     if wc.ndim != 3 or rc.ndim != 3 or wc.shape[0] != n_dir or wc.shape[1] % 4:
         return d
