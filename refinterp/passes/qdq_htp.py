@@ -3,15 +3,17 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sub and Div (fused here too; ORT's own QDQ fusion leaves them in float).
-A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as exporters spell it) is one
-more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
-function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_htp/activation.py, while
-the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with ``htp_fused_silu``.
+so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sub and Div (fused here too; ORT's
+own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
 HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is
 dequantized; shape / index inputs stay as they are.  8-bit units only, as ``fuse_qdq``.
+
+A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as exporters spell it) is one
+more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
+function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_htp/activation.py, while
+the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with ``htp_fused_silu``.
 """
 from __future__ import annotations
 

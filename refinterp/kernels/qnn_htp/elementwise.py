@@ -2,8 +2,8 @@
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
-by a one-element constant, and Div by one, ``scale_params`` / ``scale`` (one 15-bit multiplier); int8 tensors computed
-as uint8 with every code moved by 128."""
+by a one-element constant (and Div by one), ``scale_params`` / ``scale`` (one 15-bit multiplier); int8
+tensors computed as uint8 with every code moved by 128."""
 from __future__ import annotations
 
 from dataclasses import dataclass
