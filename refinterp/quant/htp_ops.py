@@ -91,9 +91,9 @@ Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) f
     padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
     not characterised.  ReduceMean measured further (v73, uint8): over H x W, the last axis or the
     channels it equals this rule on most layers (0 of 1,024 .. 2,048 codes for n = 10 .. 2,048), but with
-    n = 9 a sweep of every window sum (S from -1152 to 1143, z_y = 128) differs from it near ties (2 codes,
-    |frac - 1/2| < 4e-3, both toward zero) and, for A > 1/2, on 155 .. 280 sums near the negative end,
-    where the HTP's code is one higher; on the same layer GlobalAveragePool follows the rule.
+    n = 9 a sweep of every window sum (S from -1152 to 1143, z_y = 128, six multipliers) differs from it
+    near ties (2 .. 10 codes) and, for A > 1/2, on 154 .. 280 sums near the negative end, where the HTP's
+    code is one higher; GlobalAveragePool on the same sweep follows the rule (0 of 13,776).
 
 Mul of two tensors (v68 and v73 identical; int8 as uint8 moved by 128), M = f32(f32(s_1 s_2) / s_y) in
 float32.  A 16-bit multiply-and-shift in two stages, the operands first moved by a "range bias" so that
