@@ -1,4 +1,4 @@
-"""ONNX Runtime's float GRU, GroupNormalization and MeanVarianceNormalization under the
+"""ONNX Runtime's float RNN, GRU, GroupNormalization and MeanVarianceNormalization under the
 ``onnxruntime-cpu`` scheme (variant ``ort_float``) vs onnxruntime 1.32.0, float32 bit for bit; each test
 also shows that the generic kernel gives other bits."""
 from __future__ import annotations
@@ -123,6 +123,56 @@ def test_torch_exported_gru_at_default_optimisation(tmp_path):
     got = s.run(feeds)
     for name, w_ in zip(("y", "hn"), want):
         assert np.array_equal(_bits(got[name]), _bits(w_)), name
+
+
+RNN_CASES = {  # name -> (T, B, I, H, direction, constant W / R, sequence_lens, initial state, extra attributes)
+    "reverse-lens-state": (6, 3, 8, 16, "reverse", True, [6, 2, 4], True, {}),
+    "bidirectional-lens": (6, 3, 8, 16, "bidirectional", True, [6, 2, 4], False, {}),
+    "batch1-run-time-weights": (5, 1, 40, 48, "forward", False, None, True, {}),
+    "clip-explicit-tanh": (5, 2, 8, 16, "forward", True, None, False, {"clip": 0.5, "activations": ["Tanh"]}),
+    "batch70": (3, 70, 40, 24, "forward", True, None, False, {}),
+    "two-k-blocks": (4, 2, 300, 140, "forward", False, None, False, {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RNN_CASES))
+def test_rnn_bit_exact(tmp_path, case):
+    """ORT's RNN (kernels/onnxruntime/float_rnn.py: MLAS GEMMs added onto the summed biases, its own
+    float32 tanh 2 Sigmoid(2 y) - 1 through expf, sequence_lens keeping the state): Y and Y_h bit for
+    bit; the generic kernel differs."""
+    t, b, i, h, direction, const, lens, state, extra = RNN_CASES[case]
+    rng = np.random.default_rng(len(case))
+    nd = 2 if direction == "bidirectional" else 1
+    w = (rng.standard_normal((nd, h, i)) * 0.3).astype(np.float32)
+    r = (rng.standard_normal((nd, h, h)) * 0.3).astype(np.float32)
+    feeds = {"x": rng.standard_normal((t, b, i)).astype(np.float32)}
+    inputs = [("x", [t, b, i])]
+    inits = [numpy_helper.from_array((rng.standard_normal((nd, 2 * h)) * 0.3).astype(np.float32), "B")]
+    if const:
+        inits += [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
+    else:
+        feeds.update(W=w, R=r)
+        inputs += [("W", list(w.shape)), ("R", list(r.shape))]
+    ins = ["x", "W", "R", "B", "", ""]
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
+        ins[4] = "L"
+    if state:
+        feeds["h0"] = rng.standard_normal((nd, b, h)).astype(np.float32)
+        inputs.append(("h0", [nd, b, h]))
+        ins[5] = "h0"
+    while ins[-1] == "":
+        ins.pop()
+    g = helper.make_graph([helper.make_node("RNN", ins, ["y", "yh"], hidden_size=h, direction=direction, **extra)],
+                          "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh")], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    want, s, got, generic = _both(tmp_path, m, feeds)
+    assert [st.kernel.variant for st in s.steps if st.node.op == "RNN"] == ["ort_float"]
+    for name, w_ in zip(("y", "yh"), want):
+        assert np.array_equal(_bits(got[name]), _bits(w_)), name
+    assert not np.array_equal(_bits(generic["y"]), _bits(want[0]))
 
 
 GROUP_NORM_CASES = [  # (shape, groups, opset, scale / bias as graph inputs)
