@@ -1,5 +1,5 @@
 """``ort_matmul_add``: ONNX Runtime's MatMulAddFusion (onnxruntime/core/optimizer/matmul_add_fusion.cc,
-ORT_ENABLE_BASIC and up) for float MatMuls with a constant 2-D B.
+ORT_ENABLE_BASIC and up) for float MatMuls with a 2-D B, constant or run-time.
 
 A float32 MatMul whose output feeds exactly one node, an Add, and is not a graph output, becomes
 ``Gemm(A, B, bias)`` (alpha = beta = 1) with the Add's other input as the bias when that bias is
@@ -7,9 +7,8 @@ A float32 MatMul whose output feeds exactly one node, an Add, and is not a graph
 static shape: it is reshaped to (M, K) before the Gemm and the result back to A's leading dims + N
 (the bias then 1-D only).  The Gemm then runs ORT's packed-B order with C through the kernel
 (kernels/onnxruntime/float_gemm.py), which differs from MatMul-then-Add on about a third of the
-values.  A MatMul with a run-time B is fused by ORT too but is left alone here: ORT's Gemm with a
-run-time B and a C is not modelled (kernels/onnxruntime/float_gemm.py), so both forms would be
-approximate.  Measured with onnxruntime 1.32.0 (tests/conformance/test_ort_float_ops.py).
+values; with a run-time B (its dimensions known) the unpacked SGEMM with the bias as C.  Measured with
+onnxruntime 1.32.0 (tests/conformance/test_ort_float_ops.py).
 """
 from __future__ import annotations
 
@@ -50,16 +49,21 @@ def ort_matmul_add(graph: Graph) -> Graph:
         add = users[0]
         a, b = n.inputs
         ta, tb = graph.tensors.get(a), graph.tensors.get(b)
-        if ta is None or tb is None or ta.dtype != "float32" or tb.const is None or np.ndim(tb.const) != 2 \
+        if ta is None or tb is None or ta.dtype != "float32" or tb.dtype != "float32" \
                 or ta.quant is not None or tb.quant is not None or ta.shape is None:
+            continue
+        b_shape = np.shape(tb.const) if tb.const is not None else tb.shape
+        if b_shape is None or len(b_shape) != 2:
             continue
         bias = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
         tbias = graph.tensors.get(bias)
         if tbias is None or tbias.dtype != "float32" or tbias.quant is not None or add.inputs[0] == add.inputs[1]:
             continue
-        k, nn = (int(d) for d in np.shape(tb.const))
         a_shape = tuple(ta.shape)
         reshape = len(a_shape) != 2
+        if any(not isinstance(d, int) or d < 0 for d in b_shape):
+            continue  # (ORT compares symbolic dims too; not modelled: left unfused)
+        k, nn = (int(d) for d in b_shape)
         if reshape and (not a_shape or any(not isinstance(d, int) or d < 0 for d in a_shape) or a_shape[-1] != k):
             continue
         if not _bias_ok(tuple(tbias.shape) if tbias.shape is not None else None, a_shape, nn, reshape):

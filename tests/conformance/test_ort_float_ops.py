@@ -208,27 +208,40 @@ MATMUL_ADD = {  # (A shape, bias shape, bias as the Add's first input)
     "full-bias-mn": ((5, 70), (5, 64), False),
     "4d-reshaped": ((3, 4, 5, 600), (64,), False),
     "1d-a": ((700,), (64,), False),
+    "run-time-b-2d": ((200, 700), (64,), False, True),
+    "run-time-b-3d-reshaped": ((2, 8, 300), (64,), True, True),
+    "run-time-b-m1-row-bias": ((1, 600), (1, 64), False, True),
+    "run-time-b-column-bias": ((5, 300), (5, 1), False, True),
 }
 
 
 @pytest.mark.parametrize("case", sorted(MATMUL_ADD))
 def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
-    """ORT's MatMulAddFusion turns MatMul (constant B) + Add into a Gemm with the bias as C (A of
-    another rank reshaped around it): pass ort_matmul_add, then the packed-B Gemm order."""
-    ashape, cshape, first = MATMUL_ADD[case]
+    """ORT's MatMulAddFusion turns MatMul (2-D B) + Add into a Gemm with the bias as C (A of another
+    rank reshaped around it): pass ort_matmul_add, then the packed-B Gemm order for a constant B, MLAS's
+    unpacked SGEMM with C (beta 1) for a run-time one."""
+    ashape, cshape, first, *run_time = MATMUL_ADD[case]
     rng = np.random.default_rng(len(case))
-    inits = [numpy_helper.from_array(rng.normal(0, 1, (ashape[-1], 64)).astype(np.float32), "B"),
-             numpy_helper.from_array(rng.normal(0, 1, cshape).astype(np.float32), "C")]
-    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"]), helper.make_node("Add", ["C", "m"] if first else ["m", "C"], ["y"])]
+    w = rng.normal(0, 1, (ashape[-1], 64)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.normal(0, 1, cshape).astype(np.float32), "C")]
+    inputs = [helper.make_tensor_value_info("x", F, list(ashape))]
     x = rng.normal(0, 1, ashape).astype(np.float32)
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(ashape))],
-                          [helper.make_tensor_value_info("y", F, None)], inits)
+    feeds = {"x": x}
+    if run_time:
+        inputs.append(helper.make_tensor_value_info("B", F, list(w.shape)))
+        feeds["B"] = w
+    else:
+        inits.append(numpy_helper.from_array(w, "B"))
+    nodes = [helper.make_node("MatMul", ["x", "B"], ["m"]), helper.make_node("Add", ["C", "m"] if first else ["m", "C"], ["y"])]
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 9
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    want = ort_at_levels(m, {"x": x})
-    got = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu").run({"x": x})["y"]
+    want = ort_at_levels(m, feeds)
+    s = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu")
+    assert "Gemm" in [st.node.op for st in s.steps]
+    got = s.run(feeds)["y"]
     assert got.shape == want["ORT_ENABLE_ALL"].shape and np.array_equal(_bits(got), _bits(want["ORT_ENABLE_ALL"]))
     print(f"\n{case}: bit-exact; ORT_DISABLE_ALL differs on "
           f"{np.mean(_bits(want['ORT_DISABLE_ALL']) != _bits(want['ORT_ENABLE_ALL'])):.1%}")

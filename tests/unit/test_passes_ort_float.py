@@ -129,15 +129,16 @@ def test_global_average_pool_marked_only_on_block_aligned_nchwc_input(tmp_path):
     assert run(24).attr(MARK) is None
 
 
-@pytest.mark.parametrize("why", ["runtime-b", "used-twice", "bias-shape", "fused"])
+@pytest.mark.parametrize("why", ["runtime-b", "runtime-b-unknown-size", "used-twice", "bias-shape", "fused"])
 def test_matmul_add_fusion_conditions(tmp_path, why):
     from refinterp.passes import ort_matmul_add
     g = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "b" if why == "runtime-b" else "B"], ["m"]),
+        [helper.make_node("MatMul", ["x", "b" if why.startswith("runtime-b") else "B"], ["m"]),
          helper.make_node("Add", ["m", "C2" if why == "bias-shape" else "C"], ["y"])]
         + ([helper.make_node("Relu", ["m"], ["r"])] if why == "used-twice" else []), "g",
         [helper.make_tensor_value_info("x", F, [4, 8])] +
-        ([helper.make_tensor_value_info("b", F, [8, 6])] if why == "runtime-b" else []),
+        ([helper.make_tensor_value_info("b", F, [8, 6] if why == "runtime-b" else [8, "n"])]
+         if why.startswith("runtime-b") else []),
         [helper.make_tensor_value_info("y", F, None)] + ([helper.make_tensor_value_info("r", F, None)]
                                                         if why == "used-twice" else []),
         [_w("B", 8, 6), _w("C", 6), _w("C2", 4, 6, 1)])
@@ -145,8 +146,9 @@ def test_matmul_add_fusion_conditions(tmp_path, why):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     graph = refinterp.load(str(path))
     out = ort_matmul_add(graph)
-    if why == "fused":
-        assert _ops(out) == ["Gemm"] and out.nodes[0].inputs == ["x", "B", "C"] and out.nodes[0].outputs == ["y"]
+    if why in ("fused", "runtime-b"):  # ORT fuses a run-time 2-D B too (its dimensions known)
+        b = "B" if why == "fused" else "b"
+        assert _ops(out) == ["Gemm"] and out.nodes[0].inputs == ["x", b, "C"] and out.nodes[0].outputs == ["y"]
     else:
         assert out is graph
 
