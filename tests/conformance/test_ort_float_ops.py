@@ -247,6 +247,35 @@ def test_matmul_add_fused_into_gemm_bit_exact(tmp_path, case):
           f"{np.mean(_bits(want['ORT_DISABLE_ALL']) != _bits(want['ORT_ENABLE_ALL'])):.1%}")
 
 
+GEMM_RUN_TIME_B = [  # (M, K, N, transA, transB, alpha, beta, C shape or None)
+    (8, 300, 64, 0, 1, 1.0, 1.0, (64,)), (6, 300, 40, 1, 0, 0.5, 1.0, (6, 40)), (1, 500, 33, 0, 1, 1.0, 1.0, (1, 33)),
+    (1, 500, 33, 0, 0, 2.0, 0.0, (33,)), (7, 200, 1, 0, 0, 1.0, 1.0, (1,)), (9, 260, 70, 1, 1, 1.0, 1.0, None),
+]
+
+
+@pytest.mark.parametrize("m_,k_,n_,ta,tb,alpha,beta,cshape", GEMM_RUN_TIME_B)
+def test_gemm_with_a_run_time_b_bit_exact(tmp_path, m_, k_, n_, ta, tb, alpha, beta, cshape):
+    """ORT's Gemm with a run-time B (kernels/onnxruntime/float_gemm.py OrtSgemmGemmPlan): C broadcast into
+    Y, then MLAS's unpacked SGEMM with beta 1 -- transposes, alpha, beta 0, the one-row and one-column
+    kernels, two K blocks -- bit for bit."""
+    rng = np.random.default_rng(m_ + k_ + n_)
+    a = rng.normal(0, 1, (k_, m_) if ta else (m_, k_)).astype(np.float32)
+    b = rng.normal(0, 1, (n_, k_) if tb else (k_, n_)).astype(np.float32)
+    inits = [] if cshape is None else [numpy_helper.from_array(rng.normal(0, 1, cshape).astype(np.float32), "C")]
+    g = helper.make_graph([helper.make_node("Gemm", ["A", "B"] + (["C"] if cshape else []), ["y"], transA=ta, transB=tb,
+                                            alpha=alpha, beta=beta)], "g",
+                          [helper.make_tensor_value_info("A", F, list(a.shape)), helper.make_tensor_value_info("B", F, list(b.shape))],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 9
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    feeds = {"A": a, "B": b}
+    want = ort_at_levels(m, feeds)["ORT_ENABLE_ALL"]
+    s = refinterp.Session(refinterp.load(str(tmp_path / "m.onnx")), "onnxruntime-cpu")
+    assert type(s.steps[0].plan).__name__ == "OrtSgemmGemmPlan"
+    assert np.array_equal(_bits(s.run(feeds)["y"]), _bits(want))
+
+
 LSTM_CASES = {  # name -> (T, B, I, H, direction, bias, peepholes, initial state, sequence_lens, W behind a
     # Transpose[, other attributes])
     "forward": (5, 2, 8, 16, "forward", True, False, False, None, False),
