@@ -34,6 +34,38 @@ def _both(tmp_path, m, feeds, generic: bool = True):
         refinterp.Session(refinterp.load(str(path)), "float32").run(feeds) if generic else None
 
 
+def _recurrent(op: str, gates: int, t, b, i, h, direction, const, lens, state, bias, attrs, rng, scale):
+    """(model, feeds) of one ``op`` node (GRU / RNN) with W, R constant or graph inputs, an optional
+    sequence_lens constant and initial state."""
+    nd = 2 if direction == "bidirectional" else 1
+    w = (rng.standard_normal((nd, gates * h, i)) * scale).astype(np.float32)
+    r = (rng.standard_normal((nd, gates * h, h)) * scale).astype(np.float32)
+    feeds = {"x": rng.standard_normal((t, b, i)).astype(np.float32)}
+    inputs = [("x", [t, b, i])]
+    inits = [numpy_helper.from_array((rng.standard_normal((nd, 2 * gates * h)) * 0.3).astype(np.float32), "B")]
+    if const:
+        inits += [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
+    else:
+        feeds.update(W=w, R=r)
+        inputs += [("W", list(w.shape)), ("R", list(r.shape))]
+    ins = ["x", "W", "R", "B" if bias else "", "", ""]
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
+        ins[4] = "L"
+    if state:
+        feeds["h0"] = rng.standard_normal((nd, b, h)).astype(np.float32)
+        inputs.append(("h0", [nd, b, h]))
+        ins[5] = "h0"
+    while ins[-1] == "":
+        ins.pop()
+    g = helper.make_graph([helper.make_node(op, ins, ["y", "yh"], hidden_size=h, direction=direction, **attrs)], "g",
+                          [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh")], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    return m, feeds
+
+
 GRU_CASES = {  # name -> (T, B, I, H, direction, linear_before_reset, bias, initial state, sequence_lens,
     # constant W / R (ORT prepacks them) [, clip])
     "forward": (5, 2, 8, 16, "forward", 0, True, False, None, True),
@@ -55,34 +87,9 @@ def test_gru_bit_exact(tmp_path, case):
     unpacked with the M1 kernels otherwise --, rnn_helpers' polynomial reset / output gates, MLAS
     sigmoid): Y and Y_h bit for bit; the generic kernel differs."""
     t, b, i, h, direction, lbr, bias, state, lens, const, *clip = GRU_CASES[case]
-    rng = np.random.default_rng(len(case))
-    nd = 2 if direction == "bidirectional" else 1
-    w = (rng.standard_normal((nd, 3 * h, i)) * 0.5).astype(np.float32)
-    r = (rng.standard_normal((nd, 3 * h, h)) * 0.5).astype(np.float32)
-    feeds = {"x": rng.standard_normal((t, b, i)).astype(np.float32)}
-    inputs = [("x", [t, b, i])]
-    inits = [numpy_helper.from_array((rng.standard_normal((nd, 6 * h)) * 0.3).astype(np.float32), "B")]
-    if const:
-        inits += [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
-    else:
-        feeds.update(W=w, R=r)
-        inputs += [("W", list(w.shape)), ("R", list(r.shape))]
-    ins = ["x", "W", "R", "B" if bias else "", "", ""]
-    if lens is not None:
-        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
-        ins[4] = "L"
-    if state:
-        feeds["h0"] = rng.standard_normal((nd, b, h)).astype(np.float32)
-        inputs.append(("h0", [nd, b, h]))
-        ins[5] = "h0"
-    while ins[-1] == "":
-        ins.pop()
-    attrs = dict(hidden_size=h, direction=direction, linear_before_reset=lbr, **({"clip": clip[0]} if clip else {}))
-    g = helper.make_graph([helper.make_node("GRU", ins, ["y", "yh"], **attrs)], "g",
-                          [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh")], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-    m.ir_version = 8
+    attrs = dict(linear_before_reset=lbr, **({"clip": clip[0]} if clip else {}))
+    m, feeds = _recurrent("GRU", 3, t, b, i, h, direction, const, lens, state, bias, attrs,
+                          np.random.default_rng(len(case)), 0.5)
     want, s, got, generic = _both(tmp_path, m, feeds)
     assert [st.kernel.variant for st in s.steps if st.node.op == "GRU"] == ["ort_float"]
     for name, w_ in zip(("y", "yh"), want):
@@ -141,33 +148,8 @@ def test_rnn_bit_exact(tmp_path, case):
     float32 tanh 2 Sigmoid(2 y) - 1 through expf, sequence_lens keeping the state): Y and Y_h bit for
     bit; the generic kernel differs."""
     t, b, i, h, direction, const, lens, state, extra = RNN_CASES[case]
-    rng = np.random.default_rng(len(case))
-    nd = 2 if direction == "bidirectional" else 1
-    w = (rng.standard_normal((nd, h, i)) * 0.3).astype(np.float32)
-    r = (rng.standard_normal((nd, h, h)) * 0.3).astype(np.float32)
-    feeds = {"x": rng.standard_normal((t, b, i)).astype(np.float32)}
-    inputs = [("x", [t, b, i])]
-    inits = [numpy_helper.from_array((rng.standard_normal((nd, 2 * h)) * 0.3).astype(np.float32), "B")]
-    if const:
-        inits += [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
-    else:
-        feeds.update(W=w, R=r)
-        inputs += [("W", list(w.shape)), ("R", list(r.shape))]
-    ins = ["x", "W", "R", "B", "", ""]
-    if lens is not None:
-        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "L"))
-        ins[4] = "L"
-    if state:
-        feeds["h0"] = rng.standard_normal((nd, b, h)).astype(np.float32)
-        inputs.append(("h0", [nd, b, h]))
-        ins[5] = "h0"
-    while ins[-1] == "":
-        ins.pop()
-    g = helper.make_graph([helper.make_node("RNN", ins, ["y", "yh"], hidden_size=h, direction=direction, **extra)],
-                          "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "yh")], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-    m.ir_version = 8
+    m, feeds = _recurrent("RNN", 1, t, b, i, h, direction, const, lens, state, True, extra,
+                          np.random.default_rng(len(case)), 0.3)
     want, s, got, generic = _both(tmp_path, m, feeds)
     assert [st.kernel.variant for st in s.steps if st.node.op == "RNN"] == ["ort_float"]
     for name, w_ in zip(("y", "yh"), want):

@@ -52,6 +52,24 @@ def rnn_default_float(node, ctx, defaults: tuple[str, ...]):
     return d, (x, w, r, n_dir)
 
 
+def rnn_checked_inputs(plan, gates: int, x, w, r, seq_lens):
+    """(x, w, r, lens) of a DeepCPU-style RNN call when they fit the plan (float32, W (D, gates H, I),
+    R (D, gates H, H)), else None (the generic kernel runs); sequence_lens out of [0, T] is an InputError."""
+    from refinterp.errors import InputError
+
+    x, w, r = np.asarray(x), np.asarray(w), np.asarray(r)
+    hid = plan.hidden
+    f32 = np.dtype(np.float32)
+    if x.dtype != f32 or w.dtype != f32 or r.dtype != f32 or x.ndim != 3 \
+            or w.shape != (plan.n_dir, gates * hid, x.shape[2]) or r.shape != (plan.n_dir, gates * hid, hid):
+        return None
+    t_len, batch = x.shape[0], x.shape[1]
+    lens = np.full(batch, t_len, np.int64) if seq_lens is None else np.asarray(seq_lens).astype(np.int64)
+    if lens.shape != (batch,) or np.any(lens < 0) or np.any(lens > t_len):
+        raise InputError(f"{plan.where}: sequence_lens {lens.tolist()} outside [0, {t_len}] or not one per row")
+    return x, w, r, lens
+
+
 def ort_kernel(op: str, variants, prepare: Callable[..., Any], impls: tuple[str, ...] = (),
                float_refusal: str | None = None):
     """Decorator: ``run(plan, *inputs)`` for quantized nodes; float nodes use ``(op, "int")`` when

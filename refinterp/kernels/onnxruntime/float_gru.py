@@ -35,8 +35,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from refinterp.errors import InputError
-from .common import rnn_default_float
+from .common import rnn_checked_inputs, rnn_default_float
 from .float_activation import mlas_sigmoid
 from .float_conv import physical_cores
 from .float_sgemm import mlas_sgemm, mlas_sgemm_packed
@@ -191,15 +190,12 @@ def _direction(plan, xs, wt, rzr_t, rh_t, lens, reverse, bias, h):
 def ort_gru(plan, x, w, r, b=None, seq_lens=None, h0=None):
     if isinstance(plan, Delegate):
         return plan.kernel.run(plan.plan, x, w, r, b, seq_lens, h0)
-    x, w, r = np.asarray(x), np.asarray(w), np.asarray(r)
-    hid = plan.hidden
-    if x.dtype != _F or w.dtype != _F or r.dtype != _F or x.ndim != 3 \
-            or w.shape != (plan.n_dir, 3 * hid, x.shape[2]) or r.shape != (plan.n_dir, 3 * hid, hid):
+    checked = rnn_checked_inputs(plan, 3, x, w, r, seq_lens)
+    if checked is None:
         return plan.generic.kernel.run(plan.generic.plan, x, w, r, b, seq_lens, h0)
+    x, w, r, lens = checked
+    hid = plan.hidden
     t_len, batch = x.shape[0], x.shape[1]
-    lens = np.full(batch, t_len, np.int64) if seq_lens is None else np.asarray(seq_lens).astype(np.int64)
-    if lens.shape != (batch,) or np.any(lens < 0) or np.any(lens > t_len):
-        raise InputError(f"{plan.where}: sequence_lens {lens.tolist()} outside [0, {t_len}] or not one per row")
     y = np.zeros((t_len, plan.n_dir, batch, hid), _F)
     y_h = np.zeros((plan.n_dir, batch, hid), _F)
     if t_len == 0 or batch == 0 or lens.max() == 0:
