@@ -33,20 +33,25 @@ def _sub_prepare(node, ctx) -> HtpAddPlan:
     return _prepare(node, ctx, htp_ops.sub_params, -1)
 
 
-def _prepare(node, ctx, params_of, sign: int) -> HtpAddPlan:
-    require_8bit(node, [ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]])
-    dts = {ctx.inputs[0].dtype, ctx.inputs[1].dtype, ctx.outputs[0].dtype}
+def _operands(node, ctx):
+    """((s_a, z_a), (s_b, z_b), (s_c, z_c)) of a two-input 8-bit HTP unit whose tensors share one type
+    (refused otherwise), with the uint8-domain shift and the output's code range."""
+    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    require_8bit(node, [a, b, c])
+    dts = {a.dtype, b.dtype, c.dtype}
     if len(dts) != 1:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types {sorted(dts)} are not characterised")
-    (sa, za), (sb, zb), (sc, zc) = (qparams(ctx.inputs[0], node, "A"), qparams(ctx.inputs[1], node, "B"),
-                                    qparams(ctx.outputs[0], node, "C"))
+    qs = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
+    return qs, shift_of(c.dtype), qrange(c.dtype)
+
+
+def _prepare(node, ctx, params_of, sign: int) -> HtpAddPlan:
+    ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     f32 = np.float32
-    sh = shift_of(ctx.outputs[0].dtype)
     try:
         p, i1, i2, k = params_of(float(f32(sa / sc)), float(f32(sb / sc)), za + sh, zb + sh, zc + sh)
     except ValueError as e:
         raise UnsupportedOpError(f"{where(node)}: {e}") from None
-    lo, hi = qrange(ctx.outputs[0].dtype)
     return HtpAddPlan((p, i1, sign * i2, k), sh, lo, hi, ctx.outputs[0].dtype)
 
 
@@ -71,23 +76,21 @@ class HtpMulPlan:
     dtype: str
 
 
+def _one_value(t, s, z) -> np.float32:
+    """The float32 value f32((q - z) * s) of a one-element quantized constant."""
+    return np.float32(np.float32(int(np.asarray(t.const).reshape(-1)[0]) - z) * np.float32(s))
+
+
 def _mul_prepare(node, ctx) -> HtpMulPlan:
     a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    require_8bit(node, [a, b, c])
-    dts = {a.dtype, b.dtype, c.dtype}
-    if len(dts) != 1:
-        raise UnsupportedOpError(f"{where(node)}: mixed input / output types {sorted(dts)} are not characterised")
-    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
-    sh = shift_of(c.dtype)
-    lo, hi = qrange(c.dtype)
+    ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     f32 = np.float32
     consts = [k for k, t in enumerate((a, b)) if t.const is not None and np.asarray(t.const).size == 1]
     try:
         if consts:  # the HTP's one-constant kernel: one multiplier on the other input's codes
             k = consts[-1]
             (s_k, z_k), (s_o, z_o) = ((sa, za), (sb, zb)) if k == 0 else ((sb, zb), (sa, za))
-            value = f32(f32(int(np.asarray((a, b)[k].const).reshape(-1)[0]) - z_k) * f32(s_k))
-            A = float(f32(f32(f32(s_o) * value) / f32(sc)))
+            A = float(f32(f32(f32(s_o) * _one_value((a, b)[k], s_k, z_k)) / f32(sc)))
             return HtpMulPlan((z_o + sh, 0, zc + sh), htp_ops.scale_params(A), k, sh, lo, hi, c.dtype)
         M = float(f32(f32(f32(sa) * f32(sb)) / f32(sc)))
         return HtpMulPlan((za + sh, zb + sh, zc + sh), htp_ops.mul_params(M, za + sh, zb + sh, zc + sh), None,
@@ -110,20 +113,15 @@ def _mul_run(p: HtpMulPlan, a, b):
 def _div_prepare(node, ctx) -> HtpMulPlan:
     """Div by a positive one-element constant: the one-multiplier kernel of Mul, A = f32(f32(s_a / b) / s_y)
     (measured: 0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8); other divisors are refused."""
-    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    require_8bit(node, [a, b, c])
-    if len({a.dtype, b.dtype, c.dtype}) != 1:
-        raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised")
+    b, c = ctx.inputs[1], ctx.outputs[0]
+    ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     if b.const is None or np.asarray(b.const).size != 1:
         raise UnsupportedOpError(f"{where(node)}: a Div by a tensor is not characterised on the HTP (only by a "
                                  f"one-element constant)")
-    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
-    f32 = np.float32
-    value = f32(f32(int(np.asarray(b.const).reshape(-1)[0]) - zb) * f32(sb))
-    sh = shift_of(c.dtype)
-    lo, hi = qrange(c.dtype)
+    value = _one_value(b, sb, zb)
     if not value > 0:
         raise UnsupportedOpError(f"{where(node)}: a Div by a negative or zero constant is not characterised")
+    f32 = np.float32
     try:
         params = htp_ops.scale_params(float(f32(f32(f32(sa) / value) / f32(sc))))
     except ValueError as e:
