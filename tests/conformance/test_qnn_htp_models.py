@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.utils
 import pytest
 
 import refinterp
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(__file__).with_name("_qnn_oracle.py")
 
 
-def _quantize(f32_model, d: Path, name: str, act: str, per_channel: bool, shape) -> Path:
+def _quantize(f32_model, d: Path, name: str, act: str, per_channel: bool, shape, weights: str = "int8") -> Path:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     src = d / f"{name}_f32.onnx"
@@ -41,10 +42,10 @@ def _quantize(f32_model, d: Path, name: str, act: str, per_channel: bool, shape)
         def get_next(self):
             return next(self.it, None)
 
-    out = d / f"{name}_{act}_{'pc' if per_channel else 'pt'}.onnx"
+    out = d / f"{name}_{act}_{'pc' if per_channel else 'pt'}_w{weights}.onnx"
     quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=per_channel)
+                    weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QUInt8, per_channel=per_channel)
     return out
 
 
@@ -141,6 +142,37 @@ def test_mobilenet_v2_224_on_v68(tmp_path, act):
     np.savez(feeds, input=np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32))
     tensors, _ = _compare_model(model, feeds, "68", tmp_path)
     assert tensors == 66
+
+
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_uint8_weight_model(tmp_path, arch):
+    """The same MobileNet-style blocks quantized as older ONNX Runtime quantizers did by default (uint8
+    weights with a zero point, ``QuantType.QUInt8``; u8u8): the HTP re-quantizes the weights per output
+    channel (refinterp/quant/htp_weights.py) and its stride-2 depthwise kernel takes them as they are;
+    every QuantizeLinear output equals the emulator."""
+    shape = [1, 3, 32, 32]
+    model = _quantize(mobile_blocks(), tmp_path, "mobile", "uint8", False, shape, weights="uint8")
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(5).standard_normal(shape).astype(np.float32) * 1.5)
+    tensors, compared = _compare_model(model, feeds, arch, tmp_path)
+    assert tensors == 10 and compared > 10000
+
+
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_published_edgetpu_blocks(tmp_path, arch):
+    """ONNX Runtime's published test model qdq_with_multi_consumer_dq_nodes.onnx (three MobileNet-EdgeTPU
+    inverted-residual blocks from tf2onnx, quantized by ORT with uint8 weights, zero points 129 .. 139,
+    int32 biases up to +-23,683; tests/corpus/onnx_ort_testdata) up to its last quantized tensor (its
+    float tail, a DequantizeLinear feeding a float Add, is not characterised): all 9 quantized
+    activations equal the emulator.  Before the weight rule, refinterp refused it (uint8 weights)."""
+    src = ROOT / "tests" / "corpus" / "onnx_ort_testdata" / "qdq_with_multi_consumer_dq_nodes.onnx"
+    cut = tmp_path / "edgetpu_cut.onnx"
+    blk = "MobilenetEdgeTPU/expanded_conv_{}/project/BatchNorm/FusedBatchNormV3"
+    onnx.utils.extract_model(str(src), str(cut), [blk.format(1)], [blk.format(4) + "_QuantizeLinear"])
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, **{blk.format(1): np.random.default_rng(6).standard_normal((1, 32, 56, 56)).astype(np.float32)})
+    tensors, compared = _compare_model(cut, feeds, arch, tmp_path)
+    assert tensors == 9 and compared > 1_000_000, (tensors, compared)
 
 
 def test_v73_refuses_per_channel_bias_model(models):

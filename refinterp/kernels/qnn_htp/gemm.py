@@ -10,10 +10,12 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   a bias are refused: the HTP's per-channel bias is not characterised (htp.py).
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
+* uint8 Conv / DepthwiseConv weights with a zero point: re-quantized per output channel to symmetric
+  int8 as the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch.
 
-Refused at prepare (not measured): 16-bit activations or outputs, weights other than int8 with zero
-point 0, per-channel weights on Gemm / MatMul under v73, Gemm with alpha / beta other than 1, float
-outputs.
+Refused at prepare (not measured): 16-bit activations or outputs, int8 weights with a zero point other
+than 0, uint8 weights on Gemm / MatMul or the stride-2 depthwise kernel, per-channel weights on Gemm /
+MatMul under v73, Gemm with alpha / beta other than 1, float outputs.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp, htp_ops
+from refinterp.quant import htp, htp_ops, htp_weights
 from ..onnxruntime import gemm as ort_gemm
 from ..tflite.common import where
 from .common import ARCHS, htp_kernel, require_8bit, shift_of
@@ -46,25 +48,30 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     arch = ARCHS[variant]
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     require_8bit(node, [x, y])
-    if w is None or w.dtype != "int8":
+    if w is None or w.dtype not in ("int8", "uint8"):
         raise UnsupportedOpError(f"{where(node)}: weights of type {getattr(w, 'dtype', None)}: the HTP rules "
-                                 "here are measured with int8 weights only")
+                                 "here are measured with 8-bit weights only")
     if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
         raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
     if plan.dtype == "float32":
         raise UnsupportedOpError(f"{where(node)}: a float output of a quantized GEMM is not characterised on the HTP")
-    if np.any(np.asarray(plan.zw) != 0):
-        raise UnsupportedOpError(f"{where(node)}: weight zero points other than 0 are not characterised on the HTP")
-    per_channel = np.asarray(w.quant.scale).size > 1
-    if per_channel and kind in ("Gemm", "MatMul") and arch == "v73":
+    ws = np.asarray(w.quant.scale, np.float32).ravel()
+    dw_strided = kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ())
+    rh = None
+    if not dw_strided:
+        plan, ws, rh = _symmetric_weights(node, plan, w.dtype, ws, kind)
+    elif (w.dtype == "uint8" or np.any(np.asarray(plan.zw) != 0)) and (w.dtype != "uint8" or ws.size != 1):
+        raise UnsupportedOpError(f"{where(node)}: strided depthwise weights with a zero point are characterised on "
+                                 "the HTP for uint8 weights with one scale only")
+    per_channel = ws.size > 1
+    if per_channel and kind in ("Gemm", "MatMul") and arch == "v73" and rh is None:
         raise UnsupportedOpError(f"{where(node)}: per-channel weights on {kind} are not characterised on the HTP")
     mult = np.asarray(plan.mult, np.float64).ravel()
-    if per_channel and arch == "v68":
-        mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), np.asarray(w.quant.scale, np.float32).ravel(),
-                                               float(y.quant.scale[0]))
+    if per_channel and arch == "v68" and rh is None:
+        mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
     form = "conv"
-    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
+    if dw_strided:  # uint8 weights with a zero point: exact w - z_w here, not re-quantized (measured)
         if any(int(v) != 2 for v in plan.fplan.strides) or np.any(mult >= 0.5):
             raise UnsupportedOpError(f"{where(node)}: depthwise strides {list(plan.fplan.strides)} with multipliers "
                                      f"up to {float(mult.max()):.4g}: the HTP's strided depthwise kernel is "
@@ -76,14 +83,14 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
         form = "dw_s2"  # the same kernel on both archs: the bias codes as they are, uint8 domain
     bias = plan.bias
     if arch == "v73" and bias is not None and form == "conv":
-        if per_channel:
+        # a one-scale layer the HTP re-quantized per channel (rh) takes the per-tensor bias rule per channel
+        if per_channel and rh is None:
             raise UnsupportedOpError(f"{where(node)}: per-channel weights with a bias: the v73 HTP's per-channel "
                                      "bias is not characterised (refinterp/quant/htp.py)")
         bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
         if bs is None or np.asarray(bs).size != 1:
             raise UnsupportedOpError(f"{where(node)}: the bias has no per-tensor scale")
-        ws = float(np.asarray(w.quant.scale).ravel()[0])
-        bias = htp.conv_bias(bias, float(np.asarray(bs).ravel()[0]), float(x.quant.scale[0]), ws)
+        bias = htp.conv_bias(bias, float(np.asarray(bs).ravel()[0]), float(x.quant.scale[0]), ws if per_channel else ws[0])
     if form == "dw_s2":
         params = [htp_ops.dw_stride2_params(float(M)) for M in mult]
     elif arch == "v68":
@@ -95,7 +102,33 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     folds = form == "dw_s2" or arch == "v68"
     shift = shift_of(plan.dtype) if folds else 0
     z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
+    if rh is not None and arch == "v68":  # the bias folds with the zero point in one rounding
+        z, bias = htp_weights.folded_offset_v68(plan.zy + shift, mult, bias, rh), None
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
+
+
+def _symmetric_weights(node, plan, wtype: str, ws: np.ndarray, kind: str):
+    """(plan, weight scales, rh): weights with a zero point re-quantized to symmetric int8 per output
+    channel as the HTP does (htp_weights.py): the plan's weights and multipliers replaced; rh None
+    when every channel's codes minus the zero point fit int8 (used as they are)."""
+    if wtype == "int8" and not np.any(np.asarray(plan.zw) != 0):
+        return plan, ws, None
+    if wtype != "uint8":
+        raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point other than 0 are not characterised "
+                                 "on the HTP")
+    if plan.w is None or ws.size != 1 or (node.attrs.get("weight_layout") or "OIHW") != "OIHW":
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights with a zero point are characterised on the HTP for "
+                                 "constant weights with one scale only")
+    axis = 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB else plan.w.ndim - 1  # output channels
+    wq, rh = htp_weights.requantize_channels(np.moveaxis(plan.w, axis, 0))
+    if np.all(rh == 1.0):
+        return plan, ws, None
+    wq = np.moveaxis(wq, 0, axis)
+    ws = (ws[0] * rh.astype(np.float32)).astype(np.float32)  # f32(s * rh): rh has 12 significant bits
+    mult = htp_weights.multipliers(float(plan.mult.ravel()[0]), rh)
+    plan = dataclasses.replace(plan, w=wq.astype(np.float64), w_raw=wq.astype(np.int8),
+                               zw=np.zeros_like(np.asarray(plan.zw)), mult=mult)
+    return plan, ws, rh
 
 
 def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
