@@ -175,6 +175,19 @@ def test_published_edgetpu_blocks(tmp_path, arch):
     assert tensors == 9 and compared > 1_000_000, (tensors, compared)
 
 
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_published_resize_model(tmp_path, arch):
+    """ONNX Runtime's published test model nhwc_resize_sizes_opset18.quant.onnx (QDQ Add -> Concat ->
+    bilinear Resize with ``sizes`` -> Slice, opset 18; tests/corpus/onnx_ort_testdata): every quantized
+    tensor and both float outputs equal the emulator (refused before: bilinear Resize)."""
+    src = ROOT / "tests" / "corpus" / "onnx_ort_testdata" / "nhwc_resize_sizes_opset18.quant.onnx"
+    rng = np.random.default_rng(8)
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, **{f"input{i}": rng.standard_normal((1, 3, 4, 5)).astype(np.float32) for i in range(3)})
+    tensors, compared = _compare_model(src, feeds, arch, tmp_path)
+    assert tensors == 7 and compared > 400, (tensors, compared)
+
+
 def test_v73_refuses_per_channel_bias_model(models):
     made, _, _ = models
     with pytest.raises(UnsupportedOpError, match="per-channel bias is not characterised"):

@@ -9,8 +9,9 @@
 
 * Resize, mode nearest with whole-number spatial upscale factors, half_pixel coordinates with
   round_prefer_floor or asymmetric ones with floor (each output cell a copy of input cell
-  floor(i / factor)): the copy, requantized as data movement when the output parameters differ.  Other
-  Resize forms (linear, cubic, downscaling, fractional factors, align_corners) are refused.
+  floor(i / factor)): the copy, requantized as data movement when the output parameters differ.
+  Mode linear: kernels/qnn_htp/resize.py.  Other Resize forms (cubic, nearest downscaling or
+  fractional factors, align_corners) are refused.
 
 AveragePool with padding and ReduceMean do not follow the window-average rule (measured) and are
 not registered: a model using them is refused when the Session is built.
@@ -25,6 +26,7 @@ from refinterp.quant import htp_ops
 from ..onnxruntime import pool as ort_pool
 from ..registry import require
 from ..tflite.common import qparams, where
+from . import resize as bilinear
 from .common import ARCHS, htp_kernel, require_8bit
 from .shape import apply_table, requant_table
 
@@ -63,6 +65,8 @@ def _resize_prepare(node, ctx):
     mode = str(node.attrs.get("mode") or "nearest")
     ctm = str(node.attrs.get("coordinate_transformation_mode") or "half_pixel")
     nm = str(node.attrs.get("nearest_mode") or "round_prefer_floor")
+    if mode == "linear":
+        return bilinear.prepare(node, ctx)
     # the pairs measured (the QNN EP itself refuses asymmetric with round_prefer_floor)
     ok = mode == "nearest" and (ctm, nm) in (("half_pixel", "round_prefer_floor"), ("asymmetric", "floor")) \
         and x.shape is not None and out.shape is not None \
@@ -77,7 +81,9 @@ def _resize_prepare(node, ctx):
     return CodesThenTablePlan(require("Resize", "ort").prepare(node, ctx), table)
 
 
-def _resize(p: CodesThenTablePlan, x, *rest):
+def _resize(p, x, *rest):
+    if isinstance(p, bilinear.BilinearPlan):
+        return bilinear.run(p, x)
     return apply_table(p.table, ort_pool.ort_resize(p.inner, x, *rest))
 
 
