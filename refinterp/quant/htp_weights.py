@@ -68,9 +68,10 @@ def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(w, -128, 127).reshape(d.shape), rh
 
 
-def multipliers(M: float, rh: np.ndarray) -> np.ndarray:
-    """Per-channel real multipliers f32(M * rh) from the layer's M = f32(f32(s_x s_w) / s_y)."""
-    return (np.float32(M) * np.asarray(rh, np.float32)).astype(np.float32).astype(np.float64)
+def multipliers(M, rh: np.ndarray) -> np.ndarray:
+    """Per-channel real multipliers f32(M * rh) from the layer's M = f32(f32(s_x s_w) / s_y) (one, or
+    one per channel)."""
+    return (np.asarray(M, np.float32) * np.asarray(rh, np.float32)).astype(np.float32).astype(np.float64)
 
 
 def folded_offset_v68(zero_point_u8: int, M: np.ndarray, bias: np.ndarray | None, rh: np.ndarray) -> np.ndarray:

@@ -116,16 +116,19 @@ def _symmetric_weights(node, plan, wtype: str, ws: np.ndarray, kind: str):
     if wtype != "uint8":
         raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point other than 0 are not characterised "
                                  "on the HTP")
-    if plan.w is None or ws.size != 1 or (node.attrs.get("weight_layout") or "OIHW") != "OIHW":
+    if ws.size != 1:  # measured: the QNN EP leaves such a Conv unassigned and the session fails
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
+                                 "them onto the HTP (measured), so they have one scale only here")
+    if plan.w is None or (node.attrs.get("weight_layout") or "OIHW") != "OIHW":
         raise UnsupportedOpError(f"{where(node)}: uint8 weights with a zero point are characterised on the HTP for "
-                                 "constant weights with one scale only")
+                                 "constant weights only")
     axis = 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB else plan.w.ndim - 1  # output channels
     wq, rh = htp_weights.requantize_channels(np.moveaxis(plan.w, axis, 0))
     if np.all(rh == 1.0):
         return plan, ws, None
     wq = np.moveaxis(wq, 0, axis)
-    ws = (ws[0] * rh.astype(np.float32)).astype(np.float32)  # f32(s * rh): rh has 12 significant bits
-    mult = htp_weights.multipliers(float(plan.mult.ravel()[0]), rh)
+    ws = (ws * rh.astype(np.float32)).astype(np.float32)  # f32(s * rh): rh has 12 significant bits
+    mult = htp_weights.multipliers(plan.mult.ravel(), rh)
     plan = dataclasses.replace(plan, w=wq.astype(np.float64), w_raw=wq.astype(np.int8),
                                zw=np.zeros_like(np.asarray(plan.zw)), mult=mult)
     return plan, ws, rh
