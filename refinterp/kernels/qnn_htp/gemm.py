@@ -10,12 +10,13 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   a bias are refused: the HTP's per-channel bias is not characterised (htp.py).
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
-* uint8 Conv / DepthwiseConv weights with a zero point: re-quantized per output channel to symmetric
-  int8 as the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch.
+* uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
+  the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
+  depthwise kernel takes w - z_w as it is.
 
-Refused at prepare (not measured): 16-bit activations or outputs, int8 weights with a zero point other
-than 0, uint8 weights on Gemm / MatMul or the stride-2 depthwise kernel, per-channel weights on Gemm /
-MatMul under v73, Gemm with alpha / beta other than 1, float outputs.
+Refused at prepare: 16-bit activations or outputs, int8 weights with a zero point other than 0 (not
+measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
+per-channel int8 weights on Gemm / MatMul under v73, Gemm with alpha / beta other than 1, float outputs.
 """
 from __future__ import annotations
 
@@ -57,13 +58,16 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     if plan.dtype == "float32":
         raise UnsupportedOpError(f"{where(node)}: a float output of a quantized GEMM is not characterised on the HTP")
     ws = np.asarray(w.quant.scale, np.float32).ravel()
+    if w.dtype == "int8" and np.any(np.asarray(plan.zw) != 0):
+        raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point other than 0 are not characterised "
+                                 "on the HTP")
+    if w.dtype == "uint8" and ws.size != 1:  # measured: the QNN EP leaves the node unassigned, the session fails
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
+                                 "them onto the HTP (measured), so they have one scale only here")
     dw_strided = kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ())
-    rh = None
-    if not dw_strided:
-        plan, ws, rh = _symmetric_weights(node, plan, w.dtype, ws, kind)
-    elif (w.dtype == "uint8" or np.any(np.asarray(plan.zw) != 0)) and (w.dtype != "uint8" or ws.size != 1):
-        raise UnsupportedOpError(f"{where(node)}: strided depthwise weights with a zero point are characterised on "
-                                 "the HTP for uint8 weights with one scale only")
+    rh = None  # the HTP's per-channel scale factors of re-quantized uint8 weights (htp_weights.py)
+    if w.dtype == "uint8" and not dw_strided:
+        plan, ws, rh = _symmetric_weights(node, plan, ws, kind)
     per_channel = ws.size > 1
     if per_channel and kind in ("Gemm", "MatMul") and arch == "v73" and rh is None:
         raise UnsupportedOpError(f"{where(node)}: per-channel weights on {kind} are not characterised on the HTP")
@@ -71,7 +75,7 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     if per_channel and arch == "v68" and rh is None:
         mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
     form = "conv"
-    if dw_strided:  # uint8 weights with a zero point: exact w - z_w here, not re-quantized (measured)
+    if dw_strided:  # uint8 weights: w - z_w exactly here, not re-quantized (measured)
         if any(int(v) != 2 for v in plan.fplan.strides) or np.any(mult >= 0.5):
             raise UnsupportedOpError(f"{where(node)}: depthwise strides {list(plan.fplan.strides)} with multipliers "
                                      f"up to {float(mult.max()):.4g}: the HTP's strided depthwise kernel is "
@@ -107,21 +111,13 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
 
 
-def _symmetric_weights(node, plan, wtype: str, ws: np.ndarray, kind: str):
-    """(plan, weight scales, rh): weights with a zero point re-quantized to symmetric int8 per output
-    channel as the HTP does (htp_weights.py): the plan's weights and multipliers replaced; rh None
+def _symmetric_weights(node, plan, ws: np.ndarray, kind: str):
+    """(plan, weight scales, rh): one-scale uint8 weights re-quantized to symmetric int8 per output
+    channel as the HTP does (htp_weights.py), the plan's weights and multipliers replaced; rh None
     when every channel's codes minus the zero point fit int8 (used as they are)."""
-    if wtype == "int8" and not np.any(np.asarray(plan.zw) != 0):
-        return plan, ws, None
-    if wtype != "uint8":
-        raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point other than 0 are not characterised "
-                                 "on the HTP")
-    if ws.size != 1:  # measured: the QNN EP leaves such a Conv unassigned and the session fails
-        raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
-                                 "them onto the HTP (measured), so they have one scale only here")
     if plan.w is None or (node.attrs.get("weight_layout") or "OIHW") != "OIHW":
-        raise UnsupportedOpError(f"{where(node)}: uint8 weights with a zero point are characterised on the HTP for "
-                                 "constant weights only")
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights are characterised on the HTP for constant weights "
+                                 "only")
     axis = 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB else plan.w.ndim - 1  # output channels
     wq, rh = htp_weights.requantize_channels(np.moveaxis(plan.w, axis, 0))
     if np.all(rh == 1.0):
