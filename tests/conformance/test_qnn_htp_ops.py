@@ -449,14 +449,15 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
                [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "does not fit 24 bits" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
-    # a linear Resize: not characterised
+    # a linear Resize with align_corners coordinates: not characterised (half_pixel is: test_qnn_htp_resize.py)
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     i1 += [_init(np.array([1, 1, 2, 2], np.float32), "sc", np.float32)]
-    n1.append(helper.make_node("Resize", ["x_d", "", "sc"], ["rs"], mode="linear"))
+    n1.append(helper.make_node("Resize", ["x_d", "", "sc"], ["rs"], mode="linear",
+                               coordinate_transformation_mode="align_corners"))
     io, no = _qdq_out("rs", "y", 0.02, 128, "uint8")
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    assert "nearest whole-number upscaling only" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    assert "half_pixel coordinates" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     # a Slice whose output is requantized: not measured
     i1, n1 = _qdq_in("x", 0.02, 128, "uint8")
     i1 += [_init(np.array([0]), "st", np.int64), _init(np.array([2]), "en", np.int64), _init(np.array([3]), "ax", np.int64)]
