@@ -58,7 +58,14 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
     codes, B = 100 none; at B = 2^n the moved sets are nested (each doubling of B drops the smallest
     members: 64 -> 24 codes ... 1024 -> {44..52}, 2048 -> none) and depend on the scales too.  A
     re-quantization of the float bias vector to a common scale from max |b * s_b| (symmetric or
-    asymmetric, 8 to 32 bits, three roundings) reproduces 15 of 72 such sets: not it either.  Tried and refuted on these sweeps
+    asymmetric, 8 to 32 bits, three roundings) reproduces 15 of 72 such sets: not it either.  (x scale
+    0.02, s_w 0.0031, M = 1, 120 channels at -60..59 and 8 at B: for B = 64 the moved codes are exactly
+    those with |b| in [3 2^k, 3.5 2^k), i.e. a mantissa in [1.5, 1.75), and each doubling of B drops the
+    smallest k (|b| >= 3 B / 64 moves); B = 100 moves {13, 26, 29, 52, 53, 58} and both signs always.
+    A common int32 scale from max |b s_b| (2^8 .. 2^31 steps, three roundings) followed by float32
+    conversions back to the accumulator scale predicts no move at all on that data.  By contrast the
+    per-channel scales the HTP makes itself from uint8 weights, f32(s rh) with rh of 12 bits, take the
+    per-tensor truncation rule exactly, with a bias (htp_weights.py).)  Tried and refuted on these sweeps
     (24 scale sets, 120 codes each): trunc of the float32 bias value divided in float64 by the exact
     s_x * s_w or s_x * S, with or without the float32 ratio s_w / S, and each with a float32 quotient.
 
