@@ -1,5 +1,5 @@
-"""Sin / Cos / Asin / Acos / Tan / Sinh / Cosh / Asinh / Acosh / Atanh variant ``ort_float``: ONNX
-Runtime 1.32's CPU kernels on float32.  Sin, Cos, Asin and Acos are one Eigen array assignment ``Y = X.sin()``
+"""Sin / Cos / Asin / Acos / Atan / Tan / Sinh / Cosh / Asinh / Acosh / Atanh variant ``ort_float``: ONNX
+Runtime 1.32's CPU kernels on float32.  Sin, Cos, Asin, Acos and Atan are one Eigen array assignment ``Y = X.sin()``
 (onnxruntime/core/providers/cpu/math/element_wise_ops.cc; Eigen's psincos_float in
 GenericPacketMathFunctions.h, 4-float SSE packets, no FMA, no parallel-for); the other six run the
 C library's float function on every element (tanf, sinhf, coshf, asinhf, acoshf, atanhf: measured,
@@ -28,10 +28,13 @@ p = fl(p * x); a > 1/2: p = fl(pi/2 - fl(2 p)); the sign of v; |v| > 1: the NaN 
 Acos (pacos_float): x2 = fl(v * v); even = 2.3642320e-3, 2.7178435e-2, 8.8804089e-2, 1.5707964 and odd =
 -1.1368644e-2, -4.8969544e-2, -0.21459121 by madd in x2; p = madd(odd, |v|, even);
 r = fl(sqrtf(fl(1 - |v|)) * p); negative v: fl(pi - r).
+Atan (generic_atan of the Eigen commit ORT pins, 1d8b82b0): a = |v|; x = a > 1 ? fl(1 / a) : a (a division:
+Eigen's SSE reciprocal estimate is used with FMA only); x2 = fl(x * x); p = 0.112026982 then madd(p, x2, k)
+for k = 0.729669571, 0.810995102; q = 1.00917108e-2 then madd(q, x2, k) for k = 0.283185601, 1, 0.810995102;
+r = fl(x * fl(p / q)); a > 1: r = fl(pi/2 - r); the sign bit of v.  Tail: libm atanf.
 
 Bit-exact with onnxruntime 1.32.0 (tests/conformance/test_ort_float_activation.py); NumPy's sin /
-cos differ on 5-18% of inputs.  Not modelled: Atan (ORT's Eigen packet form is not the one of the
-Eigen source read; refinterp's generic kernel differs from ORT on about a third of the values).  Other dtypes run the generic kernel.
+cos differ on 5-18% of inputs, refinterp's generic Atan on about a third.  Other dtypes run the generic kernel.
 """
 from __future__ import annotations
 
@@ -124,7 +127,7 @@ def _sincos(x, out, hi, sine, table):  # pragma: no cover - compiled
 
 
 _LIBM = ("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
-_ARC = ("Asin", "Acos")
+_ARC = ("Asin", "Acos", "Atan")
 
 
 def _madd(a, b, c):
@@ -158,12 +161,30 @@ def _packet_acos(v: np.ndarray) -> np.ndarray:
     return np.where(np.signbit(v), (_F(np.pi) - r).astype(_F), r).astype(_F)
 
 
+def _packet_atan(v: np.ndarray) -> np.ndarray:
+    a = np.abs(v)
+    large = a > _F(1)
+    x = np.where(large, (_F(1) / np.where(large, a, _F(1))).astype(_F), a).astype(_F)
+    x2 = (x * x).astype(_F)
+    p = _F(1.12026982009410858154296875e-01)
+    for k in (7.296695709228515625e-01, 8.109951019287109375e-01):
+        p = _madd(p, x2, _F(k))
+    q = _F(1.00917108356952667236328125e-02)
+    for k in (2.8318560123443603515625e-01, 1.0, 8.109951019287109375e-01):
+        q = _madd(q, x2, _F(k))
+    r = (x * (p / q).astype(_F)).astype(_F)
+    r = np.where(large, (_F(np.pi / 2) - r).astype(_F), r).astype(_F)
+    return (r.view(np.int32) ^ (v.view(np.int32) & np.int32(-2 ** 31))).view(_F)
+
+
 @numba.njit(cache=True)
 def _libm(x, out, code):  # pragma: no cover - compiled
     """The C library's float function on each element (llvm lowers math.* on float32 to tanf, ...)."""
     for i in range(x.size):
         v = x[i]
-        if code == 6:
+        if code == 8:
+            out[i] = math.atan(v)
+        elif code == 6:
             out[i] = math.asin(v)
         elif code == 7:
             out[i] = math.acos(v)
@@ -219,7 +240,7 @@ def ort_trig(plan, x):
     with np.errstate(all="ignore"):
         if plan.op in _ARC:  # packets over 4 floor(N/4) elements of the aligned buffer, libm after
             hi = flat.size // 4 * 4
-            out[:hi] = (_packet_asin if plan.op == "Asin" else _packet_acos)(flat[:hi])
+            out[:hi] = {"Asin": _packet_asin, "Acos": _packet_acos, "Atan": _packet_atan}[plan.op](flat[:hi])
             _libm(flat[hi:], out[hi:], 6 + _ARC.index(plan.op))
         else:
             _libm(flat, out, _LIBM.index(plan.op))
