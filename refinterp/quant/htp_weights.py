@@ -1,8 +1,11 @@
-"""How Qualcomm's HTP re-quantizes convolution weights that carry a zero point (the uint8 weights of
-older ONNX Runtime quantizers, ``QuantType.QUInt8``), as measured against Qualcomm's host emulation of
-the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).  The QNN EP hands the weights
-over unchanged (UFIXED_POINT_8 with an offset); the conversion below happens inside the HTP library.
-tests/conformance/test_qnn_htp_weights.py re-measures it.
+"""How Qualcomm's HTP re-quantizes uint8 weights with a zero point (the default of ONNX Runtime's
+``get_qnn_qdq_config`` and of older quantizers, ``QuantType.QUInt8``), as measured against Qualcomm's
+host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).  The QNN EP
+hands the weights over unchanged (UFIXED_POINT_8 with an offset); the conversion below happens inside
+the HTP library.  It applies to Conv, depthwise Conv, Gemm and MatMul (per output column of B) with
+one weight scale; the HTP's stride-2 depthwise kernel takes w - z_w as it is instead, and the QNN EP
+does not take uint8 weights with per-channel scales onto the HTP at all (measured: it leaves the node
+unassigned).  tests/conformance/test_qnn_htp_weights.py re-measures it.
 
 The HTP's convolution takes symmetric int8 weights.  Per output channel ``c``, with ``d = w - z_w``
 (the zero-point-subtracted codes, integers in [-255, 255]) and ``s`` the channel's weight scale::
@@ -42,12 +45,7 @@ import math
 import numpy as np
 
 from .fixedpoint import round_half_away
-
-
-def _round_sig(v: float, bits: int) -> float:
-    """``v`` > 0 rounded to ``bits`` significant bits, half up."""
-    m, e = math.frexp(v)
-    return math.floor(m * 2.0 ** bits + 0.5) / 2.0 ** bits * 2.0 ** e
+from .htp_ops import mantissa
 
 
 def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +60,7 @@ def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(row.min()), int(row.max())
         if lo >= -128 and hi <= 127:
             continue
-        rh[c] = _round_sig(max(hi / 127, -lo / 128), 12)
+        rh[c] = mantissa(max(hi / 127, -lo / 128), 12)
         R = math.floor(2.0 ** 16 / rh[c] + 0.5)
         w[c] = round_half_away(row * R / 2.0 ** 16)  # |d R| < 2^25: exact in float64
     return np.clip(w, -128, 127).reshape(d.shape), rh
