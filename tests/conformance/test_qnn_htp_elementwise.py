@@ -1,7 +1,7 @@
 """Element-wise ops of the ``qnn-htp-v68`` / ``qnn-htp-v73`` schemes against Qualcomm's HTP emulation
 (onnxruntime-qnn 2.7.0, the oracle subprocess of test_qnn_htp_ops.py): Mul (every pair of codes,
-broadcasts, one-element constants), the SiLU unit, Div by a constant and the table activations beyond
-Sigmoid / Tanh / HardSwish -- every QuantizeLinear output code for code."""
+broadcasts, one-element constants), Add / Sub with a constant operand, the SiLU unit, Div by a constant
+and the table activations beyond Sigmoid / Tanh / HardSwish -- every QuantizeLinear output code for code."""
 from __future__ import annotations
 
 import numpy as np
@@ -101,6 +101,50 @@ def test_mul_broadcast_and_constants(tmp_path, arch, act):
                [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "negative or zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+def _const_add_model(op: str, const_first: bool, xs, xz, cq, cs, cz, ys, yz, act, channels: int):
+    i1, n1 = _qdq_in("x", xs, xz, act)
+    i1 += [_init(cq, "c", act), _init(cs, "cs", np.float32), _init(cz, "cz", act)]
+    n1 += [helper.make_node("DequantizeLinear", ["c", "cs", "cz"], ["cd"]),
+           helper.make_node(op, ["cd", "x_d"] if const_first else ["x_d", "cd"], ["r"])]
+    io, no = _qdq_out("r", "y", ys, yz, act)
+    return _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 16, 16])],
+                  [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+
+
+FORMS = [("Add", False), ("Sub", False), ("Sub", True), ("Add", True)]
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_add_sub_constant_every_code(tmp_path, arch, act):
+    """Add / Sub with a constant operand, every code of the other input: one-element constants take the
+    HTP's float32 path (kernels/qnn_htp/elementwise.py; refinterp used the two-tensor rule before and was
+    1-5 codes in 256 off), per-channel constant vectors the two-tensor rule.  Random scales, both operand
+    orders, and scale ratios of exactly 1/4, 1/2, 3/4 and near 1/2 with a constant of 9.25 output steps
+    (exact and near rounding ties)."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(21 + (act == "int8") + int(arch))
+    C = 4
+    q = np.arange(int(info.min), int(info.max) + 1).reshape(1, 1, 16, 16).repeat(C, axis=1)
+    jobs = []
+    for t in range(16):
+        op, first = FORMS[t % 4]
+        vec = t >= 12
+        xs, cs = float(F(10 ** rng.uniform(-2.5, -1))), float(F(10 ** rng.uniform(-3, -1)))
+        xz, cz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(3))
+        cq = rng.integers(int(info.min), int(info.max) + 1, (1, C, 1, 1) if vec else (1,))
+        ys = float(F((xs * 128 + float(np.abs(cq - cz).max()) * cs) / 128 * 10 ** rng.uniform(-0.1, 0.3)))
+        if vec and op == "Sub":  # the two-tensor Sub's offset must fit 24 bits (refused otherwise)
+            op = "Add"
+        jobs.append((_const_add_model(op, first, xs, xz, cq, cs, cz, ys, yz, act, C), {"x": ((q - xz) * F(xs)).astype(F)}))
+    ys, z = 0.01, (128 if act == "uint8" else 0)
+    for A in (0.25, 0.5, 0.75, 0.5 * (1 + 2 ** -20), 0.5 * (1 - 2 ** -12)):
+        for op, first in FORMS[:3]:
+            xs = float(F(ys * A))
+            jobs.append((_const_add_model(op, first, xs, z, np.array([37]), float(F(ys / 4)),
+                                          0, ys, z, act, 1), {"x": ((q[:, :1] - z) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
 
 
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
