@@ -3,7 +3,8 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sub and Div (fused here too; ORT's
+so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sqrt, Abs, Log, Floor, Neg, Sub and
+Div (fused here too; ORT's
 own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
@@ -22,8 +23,10 @@ from .qdq import _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
         "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
-# one-input units the QNN EP takes besides fuse_qdq's (table activations, kernels/qnn_htp/activation.py)
-UNARY = ("Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Relu", "HardSigmoid")
+# one-input units the QNN EP takes besides fuse_qdq's (table activations and the float32-path ops of
+# kernels/qnn_htp/activation.py; Neg is fused and then refused there: not characterised)
+UNARY = ("Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Relu", "HardSigmoid", "Sqrt", "Abs", "Log", "Floor",
+         "Neg")
 # two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py)
 BINARY = ("Sub", "Div")
 

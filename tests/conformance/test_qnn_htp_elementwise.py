@@ -247,3 +247,42 @@ def test_more_table_activations_every_code(tmp_path, arch, act):
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                    [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
         assert "does not run LeakyRelu on int8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+FLOAT_PATH_OPS = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor}
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_float_path_unary_every_code(tmp_path, arch, act):
+    """Sqrt / Abs / Log / Floor: the HTP's float32 path (kernels/qnn_htp/activation.py) over every input
+    code -- negative inputs of Sqrt (NaN: the largest code) and Log (the smallest) included -- at 3 scale
+    sets per op, one with a power-of-two scale ratio (exact ties for Abs / Floor); Neg is refused."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max)
+    rng = np.random.default_rng(71 + int(arch) + (act == "int8"))
+    q = np.arange(lo, hi + 1)
+    jobs = []
+    for op, fn in FLOAT_PATH_OPS.items():
+        for trial in range(3):
+            xs = float(F(10 ** rng.uniform(-2, 0)))
+            xz = int(rng.integers(lo, lo + 20)) if op in ("Sqrt", "Log") else int(rng.integers(lo, hi + 1))
+            with np.errstate(all="ignore"):
+                v = fn(((q - xz) * F(xs)).astype(F)).astype(np.float64)
+            v = v[np.isfinite(v)]
+            vmin = min(float(v.min()), 0.0)
+            ys = float(F(xs * 0.5)) if trial == 2 and op in ("Abs", "Floor") else \
+                float(F((float(v.max()) - vmin) / 255 * rng.uniform(0.8, 1.05)))
+            yz = int(rng.integers(lo, hi + 1)) if trial == 2 else int(np.clip(lo + round(-vmin / ys), lo, hi))
+            i1, n1 = _qdq_in("x", xs, xz, act)
+            io, no = _qdq_out("f", "y", ys, yz, act)
+            m = _model(n1 + [helper.make_node(op, ["x_d"], ["f"])] + no, i1 + io,
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+    i1, n1 = _qdq_in("x", 0.02, lo + 128, act)
+    io, no = _qdq_out("f", "y", 0.02, lo + 128, act)
+    m = _model(n1 + [helper.make_node("Neg", ["x_d"], ["f"])] + no, i1 + io,
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "Neg" in _refused(tmp_path, m, f"qnn-htp-v{arch}")

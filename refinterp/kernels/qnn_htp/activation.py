@@ -1,4 +1,4 @@
-"""HTP Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
+"""HTP Sqrt, Abs, Log, Floor (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
 HardSigmoid (uint8 only: the QNN EP takes them on the HTP with uint8 tensors only) and the SiLU unit (a
 Mul of x by its own Sigmoid, which the HTP runs as one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit
 activations (v68 and v73 alike): a 256-entry table of the float64 function of the dequantized code,
@@ -7,12 +7,20 @@ rounded to the nearest output code.
     y[q] = clamp(round(f((q - zp_x) * s_x) / s_y) + zp_y)
 
 Evidence: every input code at 12 random scale sets per op and arch gives 0 differences from this
-(Elu, Gelu, Softplus, Exp, Relu, LeakyRelu, HardSigmoid: 3 sets per op, arch and type, 0 of 768 each;
-Sqrt, Log, Abs and Neg do not follow it: 1 to 33 of 768 off, not covered)
+(Elu, Gelu, Softplus, Exp, Relu, LeakyRelu, HardSigmoid: 3 sets per op, arch and type, 0 of 768 each)
 (float32 evaluation followed by the HTP's float16 QuantizeLinear differs on 38-80 of 3,072).  Exact
 ties are *not* characterised: on power-of-two scale ratios HardSwish entries that are exactly n + 1/2
 go up, down or away from zero by no float32 or float16 evaluation order tried; a node whose table has
-an entry within 1e-9 of a tie is refused."""
+an entry within 1e-9 of a tie is refused.
+
+Sqrt, Abs, Log and Floor take a float32 path instead (the one of Add / Sub with a constant,
+elementwise.py): x = f32((q - zp_x) s_x), v = the float32 function (sqrt correctly rounded; log as
+NumPy's float32 log), t = f32(f32(v * f32(1 / s_y)) + zp_y) with the uint8-domain zero point (int8 +
+128), rounded half to even; NaN (Sqrt of a negative) gives the largest code, Log of 0 or a negative the
+smallest.  Evidence: every code at 10 scale sets per op (five with power-of-two ratios, exact ties for
+Abs / Floor), v73 uint8 and int8, v68 uint8: 0 of 2,445-2,560 finite codes per op and set; the
+float64 table rounded half up differs on 1-33 of 768 (Sqrt, Log, Abs), on 49 of 256 for Floor.  Neg
+follows neither (65 of 2,560 off): refused."""
 from __future__ import annotations
 
 import math
@@ -81,6 +89,29 @@ def _prepare(node, ctx) -> HtpLutPlan:
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
 
 
+_FLOAT_PATH = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor}
+
+
+def _float_path_prepare(node, ctx) -> HtpLutPlan:
+    """Sqrt / Abs / Log / Floor: the HTP's float32 path (module docstring), as a table over the codes."""
+    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
+    (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
+    lo, hi = qrange(ctx.outputs[0].dtype)
+    sh = 128 if ctx.outputs[0].dtype == "int8" else 0
+    f32 = np.float32
+    x = ((np.arange(lo, hi + 1) - zx) * f32(sx)).astype(f32)  # |q - z| <= 255: one rounding
+    with np.errstate(all="ignore"):
+        v = _FLOAT_PATH[node.op](x).astype(f32)
+        if node.op == "Log":
+            v = np.where(x > 0, v, f32(-np.inf))  # measured: 0 and negatives give the smallest code
+        t = ((v * f32(f32(1) / f32(sy))).astype(f32) + f32(zy + sh)).astype(f32)
+        y = np.where(np.isnan(t), hi + sh, np.round(t.astype(np.float64)))  # ties to even
+    table = np.clip(y - sh, lo, hi).astype(ctx.outputs[0].dtype)
+    return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
+
+
 def _run(p: HtpLutPlan, x):
     return p.table[np.asarray(x).astype(np.int64) - p.lo]
 
@@ -88,3 +119,5 @@ def _run(p: HtpLutPlan, x):
 for _variant in ARCHS:
     for _op in _FUNCS:
         htp_kernel(_op, _variant, _prepare)(_run)
+    for _op in _FLOAT_PATH:
+        htp_kernel(_op, _variant, _float_path_prepare)(_run)
