@@ -132,10 +132,11 @@ f32((q_b - z_b) s_b) the constant's value::
     Div by a positive one-element constant runs the same kernel with A = f32(f32(s_1 / b) / s_y)
     (0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8).
     Evidence: every code at 480 positive constants (A 1.8e-4 .. 16, v68 and v73): 0 of 122,880 differ;
-    one rounding at 2^-p (f = 0) differs on 0.35% of them, near ties, for e > -8.  Not characterised: A
-    >= 16 (e >= 5: 16 to 37 codes in 256 off), and negative constants, which round like the exact
-    product to within 1e-5 of a tie but follow none of the 15 .. 31-bit forms tried (4 codes off at
-    best): refused.
+    one rounding at 2^-p (f = 0) differs on 0.35% of them, near ties, for e > -8.  A >= 16 (e >= 5)
+    and negative constants (and Div by a negative one) do not use this kernel but the HTP's float32
+    path of kernels/qnn_htp/elementwise.py (f32(x * c) or f32(x / c), times f32(1 / s_y), plus the
+    zero point, ties to even): 0 of 6,144 codes per arch and type differ; no 15 .. 31-bit form of this
+    kernel had fitted them (4 codes off at best).
 """
 from __future__ import annotations
 

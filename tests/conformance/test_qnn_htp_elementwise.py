@@ -53,7 +53,8 @@ def test_mul_every_pair(tmp_path, arch, act):
 def test_mul_broadcast_and_constants(tmp_path, arch, act):
     """A per-channel activation over H x W, a constant per-channel vector and x * x take the two-tensor
     rule; a one-element constant (scalar or [1, 1, 1, 1], either side) the one-multiplier kernel
-    (htp_ops.scale_params), A from 1e-3 to 12; a negative one is refused at session creation."""
+    (htp_ops.scale_params), A from 1e-3 to 12 (negative constants and A >= 16: test_mul_div_constant_float_path);
+    a zero constant is refused at session creation."""
     info = np.iinfo(act)
     rng = np.random.default_rng(29 + int(arch) + (act == "int8"))
     lo, hi = int(info.min), int(info.max) + 1
@@ -94,13 +95,50 @@ def test_mul_broadcast_and_constants(tmp_path, arch, act):
     _check_many(tmp_path, jobs, arch)
     i1, n1 = _qdq_in("a", 0.02, 100, act if act == "uint8" else "int8")
     zb = 200 if act == "uint8" else 100
-    i1 += [_init(np.array(zb - 50, act), "bq", act), _init(0.01, "b_s", np.float32), _init(zb, "b_z", act)]
+    i1 += [_init(np.array(zb, act), "bq", act), _init(0.01, "b_s", np.float32), _init(zb, "b_z", act)]
     n1.append(helper.make_node("DequantizeLinear", ["bq", "b_s", "b_z"], ["b_d"]))
     io, no = _qdq_out("m", "y", 0.02, 100 if act == "uint8" else 0, act)
     m = _model(n1 + [helper.make_node("Mul", ["a_d", "b_d"], ["m"])] + no, i1 + io,
                [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    assert "negative or zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    assert "zero constant is not characterised" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_mul_div_constant_float_path(tmp_path, arch, act):
+    """Mul / Div by a negative one-element constant, and Mul by a constant whose multiplier is 16 or more
+    (20 .. 300, either sign), take the HTP's float32 path (kernels/qnn_htp/elementwise.py), not the
+    one-multiplier kernel: every code at 4 constants per form, one set with power-of-two scale ratios
+    (exact ties)."""
+    sh = 128 if act == "int8" else 0
+    rng = np.random.default_rng(33 + int(arch) + (act == "int8"))
+    q = (np.arange(256) - sh).reshape(1, 1, 16, 16)
+    jobs = []
+    for op in ("Mul", "Div", "MulBig", "MulTie"):
+        for k in range(4):
+            xs, xz = float(F(10 ** rng.uniform(-2, -1))), int(rng.integers(0, 256))
+            cz = int(rng.integers(1, 255))  # uint8-domain codes; the constant cq - cz is negative ...
+            cq = int(rng.integers(0, cz))
+            if op == "MulBig" and k % 2:  # ... or, for half of the large multipliers, positive
+                cq = int(rng.integers(cz + 1, 256))
+            cs = float(F(10 ** rng.uniform(-3, -1)))
+            cv = abs(float(F(F(cq - cz) * F(cs))))
+            A = xs / cv if op == "Div" else xs * cv
+            if op == "MulBig":
+                ys = float(F(A / 10 ** rng.uniform(1.3, 2.5)))
+            elif op == "MulTie":
+                ys = float(F(A * 2.0 ** -int(rng.integers(0, 3))))
+            else:
+                ys = float(F(A * 10 ** rng.uniform(-0.5, 0.5)))
+            i1, n1 = _qdq_in("x", xs, xz - sh, act)
+            i1 += [_init(np.array([cq - sh]), "c", act), _init(cs, "cs", np.float32), _init(cz - sh, "cz", act)]
+            n1 += [helper.make_node("DequantizeLinear", ["c", "cs", "cz"], ["cd"]),
+                   helper.make_node("Div" if op == "Div" else "Mul", ["x_d", "cd"], ["u"])]
+            io, no = _qdq_out("u", "y", ys, int(rng.integers(0, 256)) - sh, act)
+            m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+                       [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+            jobs.append((m, {"x": ((q + sh - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
 
 
 def _const_add_model(op: str, const_first: bool, xs, xz, cq, cs, cz, ys, yz, act, channels: int):
@@ -171,7 +209,8 @@ def test_silu_unit_every_code(tmp_path, arch, act):
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
 def test_div_by_a_constant(tmp_path, arch, act):
     """Div by a positive one-element constant runs Mul's one-multiplier kernel (htp_ops.scale_params with
-    A = s_a / (b s_y)): every code at 8 constants (scalar and [1, 1]); a Div by a tensor is refused."""
+    A = s_a / (b s_y)): every code at 8 constants (scalar and [1, 1]); a Div by a tensor is refused (a
+    negative divisor: test_mul_div_constant_float_path)."""
     info = np.iinfo(act)
     lo, hi = int(info.min), int(info.max) + 1
     rng = np.random.default_rng(53 + int(arch) + (act == "int8"))

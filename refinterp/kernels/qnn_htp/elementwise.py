@@ -5,7 +5,8 @@ truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply 
 by a one-element constant (and Div by one), ``scale_params`` / ``scale`` (one 15-bit multiplier); int8
 tensors computed as uint8 with every code moved by 128.
 
-Add / Sub with a one-element constant operand take another path, in float32 (measured, below): the
+Add / Sub with a one-element constant operand -- and Mul / Div by a negative one-element constant or
+with a multiplier of 16 or more -- take another path, in float32 (measured, below): the
 other operand dequantized, x = f32((q - z_x) s_x), the constant's value c = f32((q_c - z_c) s_c),
 s = f32(x +- c) (or c - x), t = f32(s * f32(1 / s_y)), then f32(t + z_y) rounded half to even and clamped
 (int8: z_y + 128 there and 128 taken off after the rounding, as everywhere on the HTP) -- a table over
@@ -17,6 +18,7 @@ or to even 7-185 of 6,144 on the tie sweep, f32(s / s_y) instead of the reciproc
 vector (one value per channel) takes the two-tensor rule (0 of 11,264 codes differ)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,26 +54,37 @@ def _sub_prepare(node, ctx):
     return _const_prepare(node, ctx, -1) or _prepare(node, ctx, htp_ops.sub_params, -1)
 
 
-def _const_prepare(node, ctx, sign: int) -> HtpConstAddPlan | None:
-    """Add / Sub with a one-element constant operand: the HTP's float32 path (module docstring); None
-    when neither operand is a one-element constant."""
+def _const_operand(node, ctx):
+    """(index of the one-element constant input, index of the other) or None."""
     a, b = ctx.inputs[0], ctx.inputs[1]
     consts = [k for k, t in enumerate((a, b)) if t.const is not None and np.asarray(t.const).size == 1]
-    if len(consts) != 1:
-        return None
-    k = consts[0]
+    return (consts[0], 1 - consts[0]) if len(consts) == 1 else None
+
+
+def _float_path(node, ctx, k: int, combine) -> HtpConstAddPlan:
+    """The HTP's float32 path for a one-element constant operand k (module docstring) as a table over
+    the other operand's codes: combine(x, c) is the float32 operation on the dequantized values."""
     qs, sh, (lo, hi) = _operands(node, ctx)
     (s_x, z_x), (s_k, z_k), (s_y, z_y) = qs[1 - k], qs[k], qs[2]
     f32 = np.float32
-    c = _one_value((a, b)[k], s_k, z_k)
+    c = _one_value(ctx.inputs[k], s_k, z_k)
     x = ((np.arange(lo, hi + 1) - z_x) * f32(s_x)).astype(f32)  # |q - z| <= 255: exact, one rounding
-    if sign > 0:
-        s = (x + c).astype(f32)
-    else:
-        s = (x - c if k == 1 else c - x).astype(f32)
-    t = ((s * f32(f32(1) / f32(s_y))).astype(f32) + f32(z_y + sh)).astype(f32)  # int8: the uint8-domain zp
+    with np.errstate(over="ignore"):
+        v = np.asarray(combine(x, c)).astype(f32)
+        t = ((v * f32(f32(1) / f32(s_y))).astype(f32) + f32(z_y + sh)).astype(f32)  # int8: the uint8-domain zp
     table = np.clip(np.round(t.astype(np.float64)) - sh, lo, hi).astype(ctx.outputs[0].dtype)  # ties to even
     return HtpConstAddPlan(table, 1 - k, lo, ctx.outputs[0].dtype)
+
+
+def _const_prepare(node, ctx, sign: int) -> HtpConstAddPlan | None:
+    """Add / Sub with a one-element constant operand: the float32 path; None without one."""
+    ks = _const_operand(node, ctx)
+    if ks is None:
+        return None
+    k = ks[0]
+    if sign > 0:
+        return _float_path(node, ctx, k, lambda x, c: x + c)
+    return _float_path(node, ctx, k, (lambda x, c: x - c) if k == 1 else (lambda x, c: c - x))
 
 
 def _operands(node, ctx):
@@ -135,6 +148,10 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
             k = consts[-1]
             (s_k, z_k), (s_o, z_o) = ((sa, za), (sb, zb)) if k == 0 else ((sb, zb), (sa, za))
             A = float(f32(f32(f32(s_o) * _one_value((a, b)[k], s_k, z_k)) / f32(sc)))
+            if A == 0 or not math.isfinite(A):
+                raise UnsupportedOpError(f"{where(node)}: a Mul by a zero constant is not characterised on the HTP")
+            if not 0 < A < 16:  # a negative constant, or A >= 16: the float32 path (measured)
+                return _float_path(node, ctx, k, lambda x, cv: x * cv)
             return HtpMulPlan((z_o + sh, 0, zc + sh), htp_ops.scale_params(A), k, sh, lo, hi, c.dtype)
         M = float(f32(f32(f32(sa) * f32(sb)) / f32(sc)))
         return HtpMulPlan((za + sh, zb + sh, zc + sh), htp_ops.mul_params(M, za + sh, zb + sh, zc + sh), None,
@@ -143,7 +160,9 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
         raise UnsupportedOpError(f"{where(node)}: {e}") from None
 
 
-def _mul_run(p: HtpMulPlan, a, b):
+def _mul_run(p, a, b):
+    if isinstance(p, HtpConstAddPlan):
+        return _run(p, a, b)
     if p.scalar is not None:  # the other input's codes, broadcast to the output shape
         x, other = (b, a) if p.scalar == 0 else (a, b)
         x = np.broadcast_arrays(np.asarray(x), np.asarray(other))[0]
@@ -163,14 +182,13 @@ def _div_prepare(node, ctx) -> HtpMulPlan:
         raise UnsupportedOpError(f"{where(node)}: a Div by a tensor is not characterised on the HTP (only by a "
                                  f"one-element constant)")
     value = _one_value(b, sb, zb)
-    if not value > 0:
-        raise UnsupportedOpError(f"{where(node)}: a Div by a negative or zero constant is not characterised")
+    if value == 0:
+        raise UnsupportedOpError(f"{where(node)}: a Div by a zero constant is not characterised on the HTP")
     f32 = np.float32
-    try:
-        params = htp_ops.scale_params(float(f32(f32(f32(sa) / value) / f32(sc))))
-    except ValueError as e:
-        raise UnsupportedOpError(f"{where(node)}: {e}") from None
-    return HtpMulPlan((za + sh, 0, zc + sh), params, 1, sh, lo, hi, c.dtype)
+    A = float(f32(f32(f32(sa) / value) / f32(sc)))
+    if not 0 < A < 16:  # a negative divisor, or A >= 16: the float32 path (measured)
+        return _float_path(node, ctx, 1, lambda x, cv: x / cv)
+    return HtpMulPlan((za + sh, 0, zc + sh), htp_ops.scale_params(A), 1, sh, lo, hi, c.dtype)
 
 
 for _variant in ARCHS:
