@@ -117,6 +117,18 @@ def quantize_float(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax
     return np.clip(v, qmin, qmax).astype(np.int64)
 
 
+def float_path_codes(v: np.ndarray, scale: float, zero_point: int, shift: int, qmin: int, qmax: int) -> np.ndarray:
+    """The HTP's float32 path from float32 values ``v`` to codes (Add / Sub / Mul / Div with a constant,
+    Sqrt / Abs / Log / Floor; kernels/qnn_htp/elementwise.py, activation.py): t = f32(f32(v * f32(1 /
+    scale)) + f32(zero_point + shift)) rounded half to even, ``shift`` (int8: 128) taken off after; NaN
+    gives qmax, infinities saturate.  int64 codes."""
+    f32 = np.float32
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = ((np.asarray(v, f32) * f32(f32(1) / f32(scale))).astype(f32) + f32(zero_point + shift)).astype(f32)
+        y = np.where(np.isnan(t), qmax + shift, np.round(t.astype(np.float64)))
+    return np.clip(y - shift, qmin, qmax).astype(np.int64)
+
+
 def mantissa12(v: float) -> float:
     """``v`` (> 0) rounded to 12 significant bits, half up."""
     m, e = math.frexp(v)  # v = m * 2^e, m in [0.5, 1)

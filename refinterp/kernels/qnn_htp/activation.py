@@ -29,8 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp
 from ..tflite.common import qparams, qrange, where
-from .common import ARCHS, htp_kernel, require_8bit
+from .common import ARCHS, htp_kernel, require_8bit, shift_of
+
 
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
@@ -99,16 +101,13 @@ def _float_path_prepare(node, ctx) -> HtpLutPlan:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
-    sh = 128 if ctx.outputs[0].dtype == "int8" else 0
     f32 = np.float32
     x = ((np.arange(lo, hi + 1) - zx) * f32(sx)).astype(f32)  # |q - z| <= 255: one rounding
     with np.errstate(all="ignore"):
         v = _FLOAT_PATH[node.op](x).astype(f32)
-        if node.op == "Log":
-            v = np.where(x > 0, v, f32(-np.inf))  # measured: 0 and negatives give the smallest code
-        t = ((v * f32(f32(1) / f32(sy))).astype(f32) + f32(zy + sh)).astype(f32)
-        y = np.where(np.isnan(t), hi + sh, np.round(t.astype(np.float64)))  # ties to even
-    table = np.clip(y - sh, lo, hi).astype(ctx.outputs[0].dtype)
+    if node.op == "Log":
+        v = np.where(x > 0, v, f32(-np.inf))  # measured: 0 and negatives give the smallest code
+    table = htp.float_path_codes(v, sy, zy, shift_of(ctx.outputs[0].dtype), lo, hi).astype(ctx.outputs[0].dtype)
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
 
 

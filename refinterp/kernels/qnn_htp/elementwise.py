@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp_ops
+from refinterp.quant import htp, htp_ops
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, htp_kernel, require_8bit, shift_of
 
@@ -54,11 +54,10 @@ def _sub_prepare(node, ctx):
     return _const_prepare(node, ctx, -1) or _prepare(node, ctx, htp_ops.sub_params, -1)
 
 
-def _const_operand(node, ctx):
-    """(index of the one-element constant input, index of the other) or None."""
-    a, b = ctx.inputs[0], ctx.inputs[1]
-    consts = [k for k, t in enumerate((a, b)) if t.const is not None and np.asarray(t.const).size == 1]
-    return (consts[0], 1 - consts[0]) if len(consts) == 1 else None
+def _const_operand(ctx) -> int | None:
+    """The index of the one-element constant input (None: none, or both)."""
+    consts = [k for k, t in enumerate(ctx.inputs[:2]) if t.const is not None and np.asarray(t.const).size == 1]
+    return consts[0] if len(consts) == 1 else None
 
 
 def _float_path(node, ctx, k: int, combine) -> HtpConstAddPlan:
@@ -69,19 +68,17 @@ def _float_path(node, ctx, k: int, combine) -> HtpConstAddPlan:
     f32 = np.float32
     c = _one_value(ctx.inputs[k], s_k, z_k)
     x = ((np.arange(lo, hi + 1) - z_x) * f32(s_x)).astype(f32)  # |q - z| <= 255: exact, one rounding
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         v = np.asarray(combine(x, c)).astype(f32)
-        t = ((v * f32(f32(1) / f32(s_y))).astype(f32) + f32(z_y + sh)).astype(f32)  # int8: the uint8-domain zp
-    table = np.clip(np.round(t.astype(np.float64)) - sh, lo, hi).astype(ctx.outputs[0].dtype)  # ties to even
+    table = htp.float_path_codes(v, s_y, z_y, sh, lo, hi).astype(ctx.outputs[0].dtype)
     return HtpConstAddPlan(table, 1 - k, lo, ctx.outputs[0].dtype)
 
 
 def _const_prepare(node, ctx, sign: int) -> HtpConstAddPlan | None:
     """Add / Sub with a one-element constant operand: the float32 path; None without one."""
-    ks = _const_operand(node, ctx)
-    if ks is None:
+    k = _const_operand(ctx)
+    if k is None:
         return None
-    k = ks[0]
     if sign > 0:
         return _float_path(node, ctx, k, lambda x, c: x + c)
     return _float_path(node, ctx, k, (lambda x, c: x - c) if k == 1 else (lambda x, c: c - x))
@@ -142,10 +139,9 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
     a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     f32 = np.float32
-    consts = [k for k, t in enumerate((a, b)) if t.const is not None and np.asarray(t.const).size == 1]
+    k = _const_operand(ctx)
     try:
-        if consts:  # the HTP's one-constant kernel: one multiplier on the other input's codes
-            k = consts[-1]
+        if k is not None:  # the HTP's one-constant kernel: one multiplier on the other input's codes
             (s_k, z_k), (s_o, z_o) = ((sa, za), (sb, zb)) if k == 0 else ((sb, zb), (sa, za))
             A = float(f32(f32(f32(s_o) * _one_value((a, b)[k], s_k, z_k)) / f32(sc)))
             if A == 0 or not math.isfinite(A):
