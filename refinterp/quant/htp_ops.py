@@ -168,10 +168,11 @@ def per_channel_multipliers(xs: float, ws: np.ndarray, ys: float) -> np.ndarray:
     return (ms * (ws / S).astype(f32)).astype(f32).astype(np.float64)
 
 
-def folded_zero_point(zero_point_u8: int, M) -> np.ndarray:
-    """Z = floor(f32(zp / M) + 1/2), per channel when ``M`` is an array (float32 division)."""
+def folded_zero_point(zero_point_u8: int, M, extra=0.0) -> np.ndarray:
+    """Z = floor(f32(zp / M) + extra + 1/2), per channel when ``M`` is an array (float32 division);
+    ``extra`` (float64, per channel) is added before the one rounding (htp_weights.folded_offset_v68)."""
     q = (np.float32(zero_point_u8) / np.asarray(M, np.float32)).astype(np.float32)
-    return np.floor(q.astype(np.float64) + 0.5).astype(np.int64)
+    return np.floor(q.astype(np.float64) + extra + 0.5).astype(np.int64)
 
 
 def conv_requant_v68(acc: np.ndarray, M: float, zero_point_u8: int) -> np.ndarray:

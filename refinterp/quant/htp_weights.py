@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from .fixedpoint import round_half_away
-from .htp_ops import mantissa
+from .htp_ops import folded_zero_point, mantissa
 
 
 def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,6 +75,5 @@ def multipliers(M, rh: np.ndarray) -> np.ndarray:
 def folded_offset_v68(zero_point_u8: int, M: np.ndarray, bias: np.ndarray | None, rh: np.ndarray) -> np.ndarray:
     """v68: the output zero point and the bias folded into the accumulator in one rounding,
     floor(f32(zp / M) + b / rh + 1/2) per channel (b / rh in float64: |b| < 2^31, exact to 2^-21)."""
-    zf = (np.float32(zero_point_u8) / np.asarray(M, np.float32)).astype(np.float32).astype(np.float64)
-    b = np.zeros_like(zf) if bias is None else np.asarray(bias, np.float64) / np.asarray(rh, np.float64)
-    return np.floor(zf + b + 0.5).astype(np.int64)
+    b = 0.0 if bias is None else np.asarray(bias, np.float64) / np.asarray(rh, np.float64)
+    return folded_zero_point(zero_point_u8, M, b)

@@ -39,7 +39,8 @@ class HtpAddPlan:
 
 
 @dataclass(frozen=True)
-class HtpConstAddPlan:
+class HtpConstPlan:
+    """A one-element constant operand on the float32 path (Add / Sub, some Mul / Div)."""
     table: np.ndarray  # output code per code of the non-constant operand (index: code - lo)
     other: int         # index of the non-constant input
     lo: int
@@ -60,7 +61,7 @@ def _const_operand(ctx) -> int | None:
     return consts[0] if len(consts) == 1 else None
 
 
-def _float_path(node, ctx, k: int, combine) -> HtpConstAddPlan:
+def _float_path(node, ctx, k: int, combine) -> HtpConstPlan:
     """The HTP's float32 path for a one-element constant operand k (module docstring) as a table over
     the other operand's codes: combine(x, c) is the float32 operation on the dequantized values."""
     qs, sh, (lo, hi) = _operands(node, ctx)
@@ -71,10 +72,10 @@ def _float_path(node, ctx, k: int, combine) -> HtpConstAddPlan:
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         v = np.asarray(combine(x, c)).astype(f32)
     table = htp.float_path_codes(v, s_y, z_y, sh, lo, hi).astype(ctx.outputs[0].dtype)
-    return HtpConstAddPlan(table, 1 - k, lo, ctx.outputs[0].dtype)
+    return HtpConstPlan(table, 1 - k, lo, ctx.outputs[0].dtype)
 
 
-def _const_prepare(node, ctx, sign: int) -> HtpConstAddPlan | None:
+def _const_prepare(node, ctx, sign: int) -> HtpConstPlan | None:
     """Add / Sub with a one-element constant operand: the float32 path; None without one."""
     k = _const_operand(ctx)
     if k is None:
@@ -107,7 +108,7 @@ def _prepare(node, ctx, params_of, sign: int) -> HtpAddPlan:
 
 
 def _run(p, a, b):
-    if isinstance(p, HtpConstAddPlan):
+    if isinstance(p, HtpConstPlan):
         x = np.broadcast_arrays(np.asarray((a, b)[p.other]), np.asarray((a, b)[1 - p.other]))[0]
         return p.table[x.astype(np.int64) - p.lo]
     a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
@@ -157,7 +158,7 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
 
 
 def _mul_run(p, a, b):
-    if isinstance(p, HtpConstAddPlan):
+    if isinstance(p, HtpConstPlan):
         return _run(p, a, b)
     if p.scalar is not None:  # the other input's codes, broadcast to the output shape
         x, other = (b, a) if p.scalar == 0 else (a, b)
@@ -171,7 +172,8 @@ def _mul_run(p, a, b):
 
 def _div_prepare(node, ctx) -> HtpMulPlan:
     """Div by a positive one-element constant: the one-multiplier kernel of Mul, A = f32(f32(s_a / b) / s_y)
-    (measured: 0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8); other divisors are refused."""
+    (measured: 0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8); by a negative one, or with A
+    >= 16, the float32 path; by zero or by a tensor: refused."""
     b, c = ctx.inputs[1], ctx.outputs[0]
     ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     if b.const is None or np.asarray(b.const).size != 1:

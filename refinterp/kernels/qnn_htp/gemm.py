@@ -105,9 +105,10 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     m = np.array([p[1] for p in params], np.float64)
     folds = form == "dw_s2" or arch == "v68"
     shift = shift_of(plan.dtype) if folds else 0
-    z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
     if rh is not None and arch == "v68":  # the bias folds with the zero point in one rounding
         z, bias = htp_weights.folded_offset_v68(plan.zy + shift, mult, bias, rh), None
+    else:
+        z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
 
 
