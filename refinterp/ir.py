@@ -99,6 +99,7 @@ class TensorInfo:
     layout: str | None = None  # "NHWC", "NCHW" or None when not an image tensor
     source_name: str | None = None
     index: int | None = None  # TFLite tensor index
+    dim_params: tuple[str | None, ...] | None = None  # ONNX symbolic dim names (dim_param), where named
 
     @property
     def is_const(self) -> bool:

@@ -94,6 +94,9 @@ def _value_info(vi: onnx.ValueInfoProto, where: str) -> TensorInfo:
             shape = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else None
                           for d in tt.shape.dim)
             _check_size(shape, _itemsize(tt.elem_type), f"tensor '{vi.name}'", where)
+            params = tuple(d.dim_param if d.HasField("dim_param") and d.dim_param else None for d in tt.shape.dim)
+            if any(params):
+                return TensorInfo(vi.name, shape, _np_dtype(tt.elem_type), dim_params=params)
         return TensorInfo(vi.name, shape, _np_dtype(tt.elem_type))
     return TensorInfo(vi.name, None, "object")
 

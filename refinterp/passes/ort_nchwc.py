@@ -34,6 +34,18 @@ block, 16 floats with AVX-512F, 8 with AVX2), restricted to float32 tensors:
   and floor) with a constant 4-D integral scale (or sizes an exact multiple of a static input
   shape), batch and channel unscaled, on an NCHWc input: converted, and marked ``_ort_nchwc``.
 
+Whether the inputs of an Add / Sum / Mul have equal shapes is decided as the transformer does, so that
+models with symbolic (unknown) dimensions fuse the same Adds: every NCHWc tensor carries, per dimension,
+the tensor that dimension was first produced by and (spatial dimensions) how many stride-2 halvings it
+went through since.  A Conv (unless it reads NCHW: a plain Conv of fewer input channels than the block) or
+pool on an NCHWc input copies that input's batch dimension and each spatial dimension whose
+padding keeps the size (pads summing to kernel - 1, or SAME auto-padding; stride 1 or 2, no dilation);
+an activation, BatchNormalization, Sum-fused Conv or matching binary op keeps its input's dimensions; a
+Concat its first input's but the channels; anything else starts its own.  Dimensions of other origins
+still match when shape inference gives both the same positive size or the same symbolic name.  An Add /
+Sum whose shapes cannot be shown equal still runs in NCHWc (ORT reshapes both operands), unfused; such a
+Mul leaves NCHWc.
+
 Measured with onnxruntime 1.32.0: opset-19 AveragePool and Resize convert too (the mirror's source
 lists older versions only), and a Resize without a coordinate_transformation_mode attribute (the
 half_pixel default) converts.  Nodes not listed (e.g. a Conv fused with its activation into one
@@ -124,9 +136,60 @@ def _resize_ok(graph: Graph, n: Node) -> bool:
     return factors[0] == 1 and factors[1] == 1 and min(factors) >= 1
 
 
-def _shapes_equal(graph: Graph, names: list[str]) -> bool:
-    shapes = [graph.tensors[n].shape if n in graph.tensors else None for n in names]
-    return all(s is not None and all(d for d in s) for s in shapes) and len(set(shapes)) == 1
+# per NCHWc tensor and dimension: (the tensor that dimension was first produced by, stride-2 halvings)
+Dims = tuple[tuple[str, int], ...]
+
+
+def _own_dims(name: str) -> Dims:
+    return ((name, 0),) * 4
+
+
+def _conv_pool_dims(n: Node, src: Dims, out: str, kernel: list[int] | None) -> Dims:
+    """ORT's ConvPoolShapeInference: the batch dimension always, a spatial one when its padding keeps
+    the size before a stride of 1 or 2 (the stride-2 count goes up by one).  ``kernel``: None for a
+    pool without kernel_shape (the global pools)."""
+    dims = [src[0], (out, 0), (out, 0), (out, 0)]
+    pads, strides, dilations = n.attr("pads"), n.attr("strides"), n.attr("dilations")
+    if (pads is not None and len(pads) != 4) or (strides is not None and len(strides) != 2) \
+            or (dilations is not None and len(dilations) != 2) or kernel is None or len(kernel) != 2:
+        return tuple(dims)
+    auto_pad = str(n.attr("auto_pad", "NOTSET") or "NOTSET")
+    same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
+    if auto_pad not in ("NOTSET", "VALID") and not same:
+        return tuple(dims)
+    if auto_pad != "NOTSET":
+        pads = None
+    for i in range(2):
+        stride = int(strides[i]) if strides is not None else 1
+        if (dilations is not None and int(dilations[i]) != 1) or stride not in (1, 2):
+            continue
+        padding = int(pads[i]) + int(pads[i + 2]) if pads is not None else 0
+        if padding + 1 == int(kernel[i]) or same:
+            origin, shifts = src[2 + i]
+            dims[2 + i] = (origin, shifts + stride - 1)
+    return tuple(dims)
+
+
+def _dim_known_equal(a, b, i: int) -> bool:
+    """The transformer's fallback: shape inference gives dimension ``i`` of both tensors the same
+    positive size, or the same symbolic name."""
+    if a is None or b is None or a.shape is None or b.shape is None or len(a.shape) != 4 or len(b.shape) != 4:
+        return False
+    if a.shape[i] and a.shape[i] > 0 and a.shape[i] == b.shape[i]:
+        return True
+    pa, pb = a.dim_params, b.dim_params
+    return bool(pa and pb and pa[i] and pa[i] == pb[i])
+
+
+def _dims_match(graph: Graph, ins: list[str], dims: dict[str, Dims]) -> bool:
+    first = dims[ins[0]]
+    for name in ins[1:]:
+        other = dims[name]
+        for i in range(4):
+            same = first[i] == other[i] if i >= 2 else first[i][0] == other[i][0]
+            if not same and not _dim_known_equal(graph.tensors.get(ins[0]), graph.tensors.get(name), i):
+                return False
+    return True
 
 
 def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict) -> Node | None:
@@ -191,6 +254,7 @@ def mark_nchwc(graph: Graph, block: int) -> Graph:
     block``; an Add ORT fuses into an NCHWc Conv is removed and its other input becomes the Conv's
     fourth input (the Sum the Conv accumulates onto), the Conv taking the Add's place and output."""
     nchwc: dict[str, int] = {}  # float tensor in NCHWc layout -> logical channel count
+    dims: dict[str, Dims] = {}  # NCHWc tensor -> where its dimensions come from (module docstring)
     consumers = graph.consumers()
     tensors = dict(graph.tensors)
     nodes: list = []
@@ -198,41 +262,56 @@ def mark_nchwc(graph: Graph, block: int) -> Graph:
     for n in graph.nodes:
         out = n.outputs[0] if n.outputs else ""
         ins = [i for i in n.inputs if i]
-        channels = None
+        channels, out_dims = None, _own_dims(out)
         if n.op in ("MaxPool", "AveragePool"):
             channels = _pool_channels(graph, n, block)
+            if ins and ins[0] in nchwc:
+                out_dims = _conv_pool_dims(n, dims[ins[0]], out, n.attr("kernel_shape"))
         elif n.op in ("Conv", "DepthwiseConv"):
             channels = _conv_channels(graph, n, block)
             if channels is not None:
                 n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
+                w = np.shape(graph.tensors[n.inputs[1]].const)
+                # a plain Conv of fewer input channels than the block reads NCHW (no shape inference)
+                if ins[0] in nchwc and (int(n.attr("group", 1) or 1) > 1 or w[1] >= block):
+                    out_dims = _conv_pool_dims(n, dims[ins[0]], out, list(w[2:]))
         elif n.op in _FUSED_ACTIVATIONS and ins and ins[0] in nchwc and _fused_activation(graph, n, nodes, where, consumers):
-            channels = nchwc[ins[0]]
+            channels, out_dims = nchwc[ins[0]], dims[ins[0]]
         elif n.op in _KEEP_UNARY and ins and ins[0] in nchwc \
                 and (n.op not in _GLOBAL_POOLS or nchwc[ins[0]] % block == 0):  # TransformPool's check
             channels = nchwc[ins[0]]
+            if n.op in _GLOBAL_POOLS:
+                out_dims = _conv_pool_dims(n, dims[ins[0]], out, None)
+            else:
+                out_dims = dims[ins[0]]
             if n.op == "GlobalAveragePool":
                 n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
             elif n.op == "BatchNormalization":
                 n = _bn_as_conv(graph, n, channels, block, tensors) or n
         elif n.op in ("Add", "Sum", "Mul") and ins and all(i in nchwc for i in ins) \
-                and len({nchwc[i] for i in ins}) == 1 and _shapes_equal(graph, ins):
-            channels = nchwc[ins[0]]
-            k = _sum_fusion(graph, n, nodes, where, consumers)
-            if k is not None:
-                conv = nodes[k]
-                other = n.inputs[1] if conv.outputs[0] == n.inputs[0] else n.inputs[0]
-                bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
-                n = dataclasses.replace(conv, inputs=conv.inputs[:2] + [bias, other], outputs=[out])
-                nodes[k] = None
+                and len({nchwc[i] for i in ins}) == 1:
+            if _dims_match(graph, ins, dims):
+                channels, out_dims = nchwc[ins[0]], dims[ins[0]]
+                k = _sum_fusion(graph, n, nodes, where, consumers)
+                if k is not None:
+                    conv = nodes[k]
+                    other = n.inputs[1] if conv.outputs[0] == n.inputs[0] else n.inputs[0]
+                    bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
+                    out_dims = dims[conv.outputs[0]]
+                    n = dataclasses.replace(conv, inputs=conv.inputs[:2] + [bias, other], outputs=[out])
+                    nodes[k] = None
+            elif n.op != "Mul":  # ORT reshapes both operands and adds in NCHWc, unfused
+                channels = nchwc[ins[0]]
         elif n.op == "Concat" and int(n.attr("axis", 0)) == 1 and ins and all(i in nchwc for i in ins) \
                 and all(nchwc[i] % block == 0 for i in ins):
             channels = sum(nchwc[i] for i in ins)
+            out_dims = (dims[ins[0]][0], (out, 0)) + dims[ins[0]][2:]
         elif n.op == "Resize" and ins and ins[0] in nchwc and _resize_ok(graph, n):
             channels = nchwc[ins[0]]
             n = dataclasses.replace(n, attrs={**n.attrs, MARK: block})
         if channels is not None and out and graph.tensors.get(out) is not None \
                 and graph.tensors[out].dtype == "float32":
-            nchwc[out] = channels
+            nchwc[out], dims[out] = channels, out_dims
         for o in n.outputs:
             where[o] = len(nodes)
         nodes.append(n)
