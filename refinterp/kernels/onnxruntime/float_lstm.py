@@ -76,37 +76,50 @@ def _bias_clip(p, bias, clip):
     return p
 
 
+def lstm_cell(g, hid, bias, c, peep, clip, input_forget):
+    """ORT's GateComputations for the rows of ``g`` (rows, 4H: the i, o, f, c pre-activations without
+    the bias) and the previous cell state ``c``; returns (h, c) (module docstring)."""
+    pi, po, pf, pc = (g[:, j * hid:(j + 1) * hid] for j in range(4))
+    bi, bo, bf, bc = (None, None, None, None) if bias is None else (bias[j * hid:(j + 1) * hid] for j in range(4))
+    if peep is not None:
+        pi = (pi + (c * peep[0]).astype(_F)).astype(_F)
+    i = mlas_sigmoid(_bias_clip(pi, bi, clip))
+    if input_forget:
+        f = (_F(1) - i).astype(_F)
+    else:
+        if peep is not None:
+            pf = (pf + (c * peep[2]).astype(_F)).astype(_F)
+        f = mlas_sigmoid(_bias_clip(pf, bf, clip))
+    gg = mlas_tanh(_bias_clip(pc, bc, clip))
+    c_new = ((c * f).astype(_F) + (i * gg).astype(_F)).astype(_F)
+    if peep is not None:
+        po = (po + (c_new * peep[1]).astype(_F)).astype(_F)
+    o = mlas_sigmoid(_bias_clip(po, bo, clip))
+    return (mlas_tanh(c_new) * o).astype(_F), c_new
+
+
+def step_order(lens, t_len: int, reverse: bool) -> np.ndarray:
+    """(T, B): the input step each row takes at each processing step (a reverse row runs its own
+    sequence_lens steps backwards)."""
+    order = np.empty((t_len, len(lens)), np.int64)
+    for s in range(t_len):
+        order[s] = np.clip(np.where(reverse, lens - 1 - s, s), 0, t_len - 1)
+    return order
+
+
 def _direction(plan, k, xs, lens, reverse, bias, h, c, peep):
     """One direction over x (T, B, I); returns (Y (T, B, H), h, c)."""
     t_len, batch, _ = xs.shape
     hid = plan.hidden
     rows = np.arange(batch)
-    order = np.empty((t_len, batch), np.int64)  # the input step each row takes at each step
-    for s in range(t_len):
-        order[s] = np.clip(np.where(reverse, lens - 1 - s, s), 0, t_len - 1)
+    order = step_order(lens, t_len, reverse)
     gx = mlas_sgemm_packed(xs[order, rows].reshape(t_len * batch, -1), plan.wt[k]).reshape(t_len, batch, 4 * hid)
     y = np.zeros((t_len, batch, hid), _F)
     rt = plan.rt[k]
     for s in range(t_len):
         g = np.ascontiguousarray(gx[s])
         _sgemm_segment(np.ascontiguousarray(h), rt, g, 0, batch, 0, 4 * hid, PACKED_STRIDE_K, True, 1.0)
-        pi, po, pf, pc = (g[:, j * hid:(j + 1) * hid] for j in range(4))
-        bi, bo, bf, bc = (None, None, None, None) if bias is None else (bias[j * hid:(j + 1) * hid] for j in range(4))
-        if peep is not None:
-            pi = (pi + (c * peep[0]).astype(_F)).astype(_F)
-        i = mlas_sigmoid(_bias_clip(pi, bi, plan.clip))
-        if plan.input_forget:
-            f = (_F(1) - i).astype(_F)
-        else:
-            if peep is not None:
-                pf = (pf + (c * peep[2]).astype(_F)).astype(_F)
-            f = mlas_sigmoid(_bias_clip(pf, bf, plan.clip))
-        gg = mlas_tanh(_bias_clip(pc, bc, plan.clip))
-        c_new = ((c * f).astype(_F) + (i * gg).astype(_F)).astype(_F)
-        if peep is not None:
-            po = (po + (c_new * peep[1]).astype(_F)).astype(_F)
-        o = mlas_sigmoid(_bias_clip(po, bo, plan.clip))
-        h_new = (mlas_tanh(c_new) * o).astype(_F)
+        h_new, c_new = lstm_cell(g, hid, bias, c, peep, plan.clip, plan.input_forget)
         active = (s < lens)[:, None]
         h = np.where(active, h_new, h).astype(_F)
         c = np.where(active, c_new, c).astype(_F)
