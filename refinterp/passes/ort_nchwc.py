@@ -84,7 +84,10 @@ def _pool_channels(graph: Graph, n: Node, block: int) -> int | None:
 
 
 def _conv_channels(graph: Graph, n: Node, block: int) -> int | None:
-    if len(n.inputs) < 2 or _float4d(graph, n.inputs[0]) is None \
+    """The Conv's output channels when TransformConv converts it (a constant float32 4-D filter decides;
+    ORT does not look at the input's shape, which shape inference may not know)."""
+    x = graph.tensors.get(n.inputs[0]) if n.inputs else None
+    if len(n.inputs) < 2 or x is None or x.dtype != "float32" or (x.shape is not None and len(x.shape) != 4) \
             or (n.attr("layout") or "NCHW") != "NCHW" or (n.attr("weight_layout") or "OIHW") != "OIHW":
         return None
     w = graph.tensors.get(n.inputs[1])
