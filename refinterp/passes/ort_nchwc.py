@@ -19,7 +19,7 @@ block, 16 floats with AVX-512F, 8 with AVX2), restricted to float32 tensors:
   marked Conv used only by this Add is fused into that Conv (the Conv gets the other operand as a
   fourth input, the Sum, and the Add's output); a Relu / Sigmoid / Tanh after it is fused by ORT too,
   which does not change a bit (the same MLAS activation), so it stays a node here;
-* a Clip (constant bounds) / LeakyRelu / HardSigmoid that is the only user of a marked Conv is
+* a Clip (constant bounds) / LeakyRelu / HardSigmoid / HardSwish that is the only user of a marked Conv is
   fused into it by ORT's ConvActivationFusion before the NCHWc rewrite, so its output stays NCHWc
   (numerically the same activation; the node stays);
 * GlobalMaxPool / GlobalAveragePool (channel count divisible by the block), Relu / Sigmoid / Tanh,
@@ -65,7 +65,7 @@ from .rewrite import add_const
 MARK = "_ort_nchwc"
 _KEEP_UNARY = ("GlobalMaxPool", "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "BatchNormalization")
 _GLOBAL_POOLS = ("GlobalMaxPool", "GlobalAveragePool")
-_FUSED_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
+_FUSED_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid", "HardSwish")
 _LINEAR_CTMS = ("half_pixel", "align_corners", "asymmetric")
 
 
@@ -222,7 +222,7 @@ def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict)
 
 def _fused_activation(graph: Graph, n: Node, nodes: list, where: dict[str, int], consumers) -> bool:
     """True when ORT's ConvActivationFusion (level 2, before the NchwcTransformer) folds this Clip /
-    LeakyRelu / HardSigmoid into the NCHWc Conv producing its input, whose output then stays NCHWc:
+    LeakyRelu / HardSigmoid / HardSwish into the NCHWc Conv producing its input, whose output then stays NCHWc:
     the Conv's output feeds only this node and is not a graph output; a Clip's bounds are constants.
     (The activation itself computes the same as the separate node: MlasActivation.)"""
     src = n.inputs[0]

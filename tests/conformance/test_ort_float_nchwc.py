@@ -129,6 +129,11 @@ GRAPHS = {  # name -> (builder(init) -> (nodes, inits), x shape, opset)
         [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[1, 1]), _bn("p", "q", "n"), _conv("p", "w", "b", "c"),
          helper.make_node("Add", ["q", "c"], ["y"])],
         i.bn("n", 32) + [i("w", 32, 32, 1, 1), i("b", 32)]), (1, 32, 6, 6), 13),
+    "conv-hardswish-fused-then-nchwc-gap-opset14": (lambda i: (  # ORT fuses the HardSwish into the Conv, the
+        # GlobalAveragePool then reads NCHWc (MLAS's NCHWc order; found on RapidOCR's orientation classifier)
+        [_conv("x", "w", "b", "c", pads=[1, 1, 1, 1]), helper.make_node("HardSwish", ["c"], ["h"]),
+         helper.make_node("GlobalAveragePool", ["h"], ["y"])],
+        [i("w", 32, 16, 3, 3), i("b", 32)]), (1, 16, 15, 13), 14),
     "se-block-gap-8ch-plain-and-n1-convs": (lambda i: (
         [_conv("x", "w", "b", "c", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
          helper.make_node("GlobalAveragePool", ["r"], ["g"]), _conv("g", "w1", "b1", "h"), helper.make_node("Relu", ["h"], ["h2"]),
