@@ -31,6 +31,7 @@ DEPLOYED = {
     # Concat, BN and Relu stay plain nodes
     "bn-conv-takes-the-sum": {"x", "p", "c", "y"},  # the BN, as an NCHWc depthwise conv, takes the Add
     "se-block-gap-8ch-plain-and-n1-convs": {"x", "r", "g", "h2", "hs", "y"},
+    "conv-hardswish-fused-then-nchwc-gap-opset14": {"x", "h", "y"},  # HardSwish fused into the conv
 }
 
 

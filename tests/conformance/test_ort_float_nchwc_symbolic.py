@@ -8,7 +8,8 @@ Found on a published OCR model (ddddocr's float CRNN: SiLU blocks with residual 
 unknown width), whose output differed from ORT on 86% of the values while every residual Add was
 left unfused; the first case is its block structure.  The last case: a Conv whose input has no
 known shape (PP-OCRv4's recognizer, a Concat shape inference gives up on) is converted by ORT all the
-same (98% of that model's output bits differed)."""
+same (98% of that model's output bits differed).  And paddle2onnx's Identity nodes, which ORT removes
+before any fusion (PP-OCRv6's recognizers: 99% of the output bits differed)."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,6 +79,14 @@ def _shapeless_input(rng, inits):  # x declared without a shape: ORT still conve
             _conv("a", "c", 32, 32, 1, rng, inits), helper.make_node("Add", ["a", "c"], ["y"])]
 
 
+def _paddle_identities(rng, inits):  # paddle2onnx's Identity after each op: ORT eliminates them first (level 1),
+    # so the chain stays NCHWc and the residual Add fuses; the last Identity is the graph output
+    return [_conv("x", "a0", 16, 32, 3, rng, inits, pads=[1] * 4), helper.make_node("Identity", ["a0"], ["a1"]),
+            *_relu("a1", "a"), helper.make_node("Identity", ["a"], ["a2"]),
+            _conv("a2", "c0", 32, 32, 1, rng, inits), helper.make_node("Identity", ["c0"], ["c"]),
+            helper.make_node("Add", ["a2", "c"], ["s"]), helper.make_node("Identity", ["s"], ["y"])]
+
+
 # name -> (builder, declared input dims (None: no shape), fed input shape, Sum fusions ORT makes)
 CASES = {
     "silu-residual-symbolic-width": (_silu_residual, [1, 1, 64, "W"], (1, 1, 64, 160), 1),
@@ -87,6 +96,7 @@ CASES = {
     "two-stems-unnamed-batch": (_two_stems, [None, 3, 16, 16], (2, 3, 16, 16), 0),
     "narrow-conv-reads-nchw": (_narrow_conv_reads_nchw, [1, 16, "H", "W"], (1, 16, 12, 13), 0),
     "shapeless-input": (_shapeless_input, None, (1, 16, 11, 9), 0),
+    "paddle-identities": (_paddle_identities, [1, 16, "H", "W"], (1, 16, 10, 12), 1),
 }
 
 

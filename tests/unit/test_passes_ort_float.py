@@ -176,3 +176,29 @@ def test_gelu_fusion_conditions(tmp_path, why):
         assert _ops(out) == ["Gelu"] and out.nodes[0].inputs == ["x"] and out.nodes[0].outputs == ["y"]
     else:
         assert out is g
+
+
+def test_identity_elimination_rewires_readers_and_renames_into_graph_outputs(tmp_path):
+    from refinterp.passes import ort_identity_elim
+
+    g = _graph(tmp_path, [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Identity", ["a"], ["b"]),
+                          helper.make_node("Dropout", ["b"], ["c"]), helper.make_node("Sigmoid", ["c"], ["d"]),
+                          helper.make_node("Identity", ["d"], ["y"]), helper.make_node("Identity", ["x"], ["z"])],
+               [], outputs=("y", "z"))
+    out = ort_identity_elim(g)
+    # the Relu's readers read it directly; the Sigmoid now writes the graph output y; an Identity of a
+    # graph input that is itself a graph output stays (its source has no producer to rename)
+    assert [(n.op, n.inputs, n.outputs) for n in out.nodes] == [
+        ("Relu", ["x"], ["a"]), ("Sigmoid", ["a"], ["y"]), ("Identity", ["x"], ["z"])]
+    x = np.random.default_rng(0).normal(0, 1, (1, 16, 6, 6)).astype(np.float32)
+    from refinterp.kernels.onnxruntime.float_activation import mlas_sigmoid
+    got = refinterp.Session(g, "onnxruntime-cpu").run({"x": x})
+    assert np.array_equal(got["y"], mlas_sigmoid(np.maximum(x, np.float32(0)))) and np.array_equal(got["z"], x)
+
+
+def test_identity_whose_source_has_other_readers_stays_as_graph_output(tmp_path):
+    from refinterp.passes import ort_identity_elim
+
+    g = _graph(tmp_path, [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Identity", ["a"], ["y"]),
+                          helper.make_node("Sigmoid", ["a"], ["s"])], [], outputs=("y", "s"))
+    assert _ops(ort_identity_elim(g)) == ["Relu", "Identity", "Sigmoid"]
