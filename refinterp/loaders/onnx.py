@@ -25,6 +25,8 @@ from .onnx_order import topological_order
 from .onnx_qop import convert_qop
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+_CONTRIB_QDQ = ("QuantizeLinear", "DequantizeLinear")  # com.microsoft forms, read as the ONNX ops
+_CONTRIB_QDQ_OPSET = 21  # their attributes and types (int16 / uint16, int4) are the opset-21 ones
 LATEST_OPSET = 1000
 
 
@@ -231,12 +233,19 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
             ctx.tensors[n.output[0]] = _const_info(n.output[0], arr)
             continue
         op = n.op_type if default else f"{n.domain}.{n.op_type}"
+        source_op = op
+        if n.domain == "com.microsoft" and n.op_type in _CONTRIB_QDQ:
+            # ONNX Runtime's contrib Q / DQ (its quantizer's use_qdq_contrib_ops, 16-bit QDQ before opset 21):
+            # the same kernels and attributes as the ONNX ops (axis, default 1)
+            op, default = n.op_type, True
         attrs = {a.name: _attr(a, where, available, opsets) for a in n.attribute}
-        node = Node(label, op, list(n.input), list(n.output), attrs, source_op=op, index=idx)
+        node = Node(label, op, list(n.input), list(n.output), attrs, source_op=source_op, index=idx)
         first_dtype = next((ctx.dtype(i, "") for i in node.inputs if i and ctx.dtype(i, "")), "float32")
         if convert_qop(node, ctx) is not None:
             # QOperator attributes follow the latest op forms; QLinearSoftmax names its Softmax opset.
             opset = int(node.attrs.pop("opset", LATEST_OPSET))
+        elif source_op != op:
+            opset = _CONTRIB_QDQ_OPSET
         else:
             opset = opsets.get("" if default else n.domain, 1)
         for o in node.outputs:

@@ -117,6 +117,10 @@ def _int_tensors(model) -> tuple[onnx.ModelProto, list[str]]:
     inferred = onnx.shape_inference.infer_shapes(m)
     types = {v.name: v.type.tensor_type.elem_type
              for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    zps = {i.name: i.data_type for i in m.graph.initializer}
+    for n in m.graph.node:  # com.microsoft QuantizeLinear: onnx's inference does not type it; its zero point does
+        if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in zps:
+            types.setdefault(n.output[0], zps[n.input[2]])
     have = {o.name for o in m.graph.output}
     names = []
     for n in m.graph.node:
@@ -290,3 +294,22 @@ def test_quantize_dynamic_vs_oracles(tmp_path, name, level):
         assert _compare(dst, "onnx-reference", "ref") > 0
     else:
         assert _compare(dst, "onnxruntime-cpu", "ort", level) > 0
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "se_mobilenet"])
+@pytest.mark.parametrize("fmt", ["qdq_s8s8", "qdq_s16s8"])
+def test_quantize_static_contrib_qdq_vs_ort_default(tmp_path, name, fmt):
+    """ORT's quantizer with UseQDQContribOps writes com.microsoft QuantizeLinear / DequantizeLinear (how
+    16-bit QDQ models were made before opset 21): read as the ONNX ops, every integer tensor equal."""
+    path = _quantize(_MODELS[name](), tmp_path, fmt, extra_options={"UseQDQContribOps": True})
+    assert any(n.domain == "com.microsoft" and n.op_type == "QuantizeLinear" for n in onnx.load(str(path)).graph.node)
+    seeds = range(8) if (name, fmt) in _NCHWC_RESIZE else (0, 1, 2)
+    if (name, fmt) != ("small_cnn", "qdq_s16s8"):
+        assert _compare(path, "onnxruntime-cpu", "ort", "ALL", seeds=seeds) > 0
+        return
+    # measured: ORT's float BatchNormalization whose scale and bias come from com.microsoft
+    # DequantizeLinear nodes is 1 ulp off its ONNX-domain twin on some values while the DQ outputs
+    # equal ORT's (the ONNX-domain model is bit-exact above): not characterised; strict
+    with pytest.raises(AssertionError, match="clip_3_QuantizeLinear_Output"):
+        _compare(path, "onnxruntime-cpu", "ort", "ALL", seeds=seeds)
+    pytest.xfail("BatchNormalization fed by com.microsoft DequantizeLinear: ORT rounds otherwise (measured)")
