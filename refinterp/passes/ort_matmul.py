@@ -2,9 +2,12 @@
 for float32 MatMuls outside QDQ units; the kernel is kernels/onnxruntime/float_fused_matmul.py.
 
 ``ort_matmul_transpose_fusion`` (matmul_transpose_fusion.cc): a MatMul (or FusedMatMul) input made
-by a Transpose that swaps the last two axes (every other axis in place; no perm = reversed axes,
-i.e. rank 2) and is not a graph output is read untransposed, with transA / transB set (toggled on
-a FusedMatMul, whose alpha is kept).  The Transpose goes once every consumer was fused.  ORT's
+by a Transpose that is not a graph output is read untransposed when the Transpose leaves the last
+axis in one of the last two places and (rank >= 3) keeps the batch axes in order with axis 0 first
+or just behind them (no perm = reversed axes): transA / transB set when the last two axes swap,
+transBatchA / transBatchB when axis 0 moved behind the batch axes (then both operands must have one
+known rank), each toggled on a FusedMatMul, whose alpha is kept; not into an operand a FusedMatMul
+already batch-transposes, nor when both operands are one tensor.  The Transpose goes once every consumer was fused.  ORT's
 Cast-between variant (Transpose -> Cast -> MatMul, the two swapped) is not reproduced: such graphs
 stay unfused here.
 
@@ -65,13 +68,23 @@ def _fused(n: Node, inputs: list[str], outputs: list[str], ta: bool, tb: bool, a
 
 # -- MatmulTransposeFusion ---------------------------------------------------------------------------------
 
-def _swap_last_two(graph: Graph, t: Node) -> bool:
+def _transpose_kind(graph: Graph, t: Node) -> tuple[bool, bool] | None:
+    """(transpose, transpose-batch) when ORT's GetTransposeNodeFromOutput fuses this Transpose into a
+    MatMul input, else None: the last axis ends in one of the last two places, and (rank >= 3) axis 0
+    stays first or becomes the second of the batch axes while the batch axes keep their order."""
     perm = t.attr("perm")
     if perm is None:
-        return _rank(graph, t.inputs[0]) == 2
+        r = _rank(graph, t.inputs[0])
+        if r is None:
+            return None
+        perm = list(range(r))[::-1]
     perm = [int(p) for p in perm]
     r = len(perm)
-    return r >= 2 and perm[:r - 2] == list(range(r - 2)) and perm[r - 2:] == [r - 1, r - 2]
+    if r < 2 or r - 1 not in perm[r - 2:]:
+        return None
+    if r >= 3 and (perm[0] not in (0, 1) or any(perm[i] + 1 != perm[i + 1] for i in range(r - 3))):
+        return None
+    return perm[r - 2] == r - 1, r >= 3 and perm[0] == 1
 
 
 def ort_matmul_transpose_fusion(graph: Graph) -> Graph:
@@ -81,23 +94,39 @@ def ort_matmul_transpose_fusion(graph: Graph) -> Graph:
     replace: dict[str, list[Node]] = {}
     drop: set[str] = set()
     for n in graph.nodes:
-        if not _is_matmul(n) or not all(_float32(graph, i) for i in n.inputs[:2]):
+        if not _is_matmul(n) or not all(_float32(graph, i) for i in n.inputs[:2]) or n.inputs[0] == n.inputs[1]:
             continue
-        ins, flips = list(n.inputs[:2]), [False, False]
+        ins, found = list(n.inputs[:2]), [None, None]
         for j in range(2):
             t = producer.get(ins[j])
-            if t is None or t.op != "Transpose" or t.outputs[0] in graph.outputs or not _swap_last_two(graph, t):
+            if n.op == _MS_FUSED and int(n.attr("transBatchA" if j == 0 else "transBatchB", 0)):
+                continue  # ORT does not fuse into an operand already batch-transposed
+            if t is None or t.op != "Transpose" or t.outputs[0] in graph.outputs:
                 continue
+            found[j] = _transpose_kind(graph, t)
+        if any(k is not None and k[1] for k in found):  # batch-transposed: both operands of one known rank
+            r0, r1 = _rank(graph, ins[0]), _rank(graph, ins[1])
+            if r0 is None or r0 != r1:
+                found = [None if k is not None and k[1] else k for k in found]
+        if not any(k is not None for k in found):
+            continue
+        flips, batch = [False, False], [False, False]
+        for j in range(2):
+            if found[j] is None:
+                continue
+            t = producer[ins[j]]
             out = t.outputs[0]
             left[out] = left.get(out, len(consumers.get(out, []))) - 1
             if left[out] == 0:
                 drop.add(t.name)
-            ins[j], flips[j] = t.inputs[0], True
-        if not any(flips):
-            continue
+            ins[j] = t.inputs[0]
+            flips[j], batch[j] = found[j]
         ta, tb, alpha = _matmul_attrs(n)
-        replace[n.name] = [_fused(n, ins, list(n.outputs), ta ^ flips[0], tb ^ flips[1], alpha,
-                                  "Transpose (MatmulTransposeFusion)")]
+        fused = _fused(n, ins, list(n.outputs), ta ^ flips[0], tb ^ flips[1], alpha, "Transpose (MatmulTransposeFusion)")
+        if any(batch):
+            fused.attrs["transBatchA"] = int(n.attr("transBatchA", 0) or 0) ^ int(batch[0])
+            fused.attrs["transBatchB"] = int(n.attr("transBatchB", 0) or 0) ^ int(batch[1])
+        replace[n.name] = [fused]
     return splice(graph, replace, drop)
 
 

@@ -129,13 +129,21 @@ def _fusion_case(case):
     if case == "chain":  # MatMul -> Mul -> MatMul: the Mul merges into the first only
         return att + [mk("Mul", ["s", "c"], ["p"]), mk("MatMul", ["p", "v"], ["y"])], \
             {"q": q, "kt": kt, "v": k[:, :, :, :8].copy()}, ["y"], [_c("c", 0.3)], 1
+    if case == "transpose-batch-a":  # [K, b0, b1, M] -> [b0, b1, M, K]: FusedMatMul transBatchA + transA
+        return [mk("Transpose", ["x"], ["q"], perm=[1, 2, 3, 0]), mk("MatMul", ["q", "kt"], ["y"])], \
+            {"x": np.ascontiguousarray(q.transpose(3, 0, 1, 2)), "kt": kt}, ["y"], [], 1
+    if case == "transpose-batch-a-and-b":  # [M, b0, b1, K] -> [b0, b1, M, K]; [K, b0, b1, N] -> [b0, b1, K, N]
+        return [mk("Transpose", ["x"], ["q"], perm=[1, 2, 0, 3]), mk("Transpose", ["z"], ["kt"], perm=[1, 2, 0, 3]),
+                mk("MatMul", ["q", "kt"], ["y"])], \
+            {"x": np.ascontiguousarray(q.transpose(2, 0, 1, 3)), "z": np.ascontiguousarray(kt.transpose(2, 0, 1, 3))}, \
+            ["y"], [], 1
     raise AssertionError(case)
 
 
 FUSION_CASES = ["div-output", "mul-output-scale-first", "pow-scale", "sqrt-scale", "transpose-b-and-scale",
                 "transpose-a", "transpose-shared", "transpose-graph-output", "transpose-not-last-two", "input-muls",
                 "input-and-output", "input-mul-shared", "two-readers", "matmul-graph-output", "vector-scale",
-                "scalar-of-higher-rank", "scalar-of-equal-rank", "chain"]
+                "scalar-of-higher-rank", "scalar-of-equal-rank", "chain", "transpose-batch-a", "transpose-batch-a-and-b"]
 
 
 @pytest.mark.parametrize("case", FUSION_CASES)

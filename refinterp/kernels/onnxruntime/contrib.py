@@ -2,7 +2,8 @@
 exporters emit, with the semantics of ORT's CPU kernels (float32; equal to ORT to float rounding):
 
 * ``FusedMatMul(A, B)``: alpha * op(A) @ op(B), op = transpose of the last two axes when transA /
-  transB (transBatchA / transBatchB are refused);
+  transB; transBatchA / transBatchB first move an operand's axis 0 behind its batch axes ([M, b.., K]
+  read as [b.., M, K], ORT's matmul_helper.h; both operands of one rank >= 3);
 * ``Gelu(X)`` = X * (1 + erf(X / sqrt 2)) / 2; ``BiasGelu(A, B)`` = Gelu(A + B);
   ``FastGelu(X, bias?)``: the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of x + bias;
   ``QuickGelu(X)`` = X * sigmoid(alpha X) (alpha 1.702);
@@ -18,7 +19,7 @@ import math
 
 import numpy as np
 
-from refinterp.errors import UnsupportedOpError
+from refinterp.errors import InputError, ModelError, UnsupportedOpError
 from ..float.elementwise import erf as float_erf
 from .common import MS
 from ..registry import AttrPlan, attr_plan, kernel
@@ -29,8 +30,19 @@ F32 = np.float32
 def _attrs(node, ctx) -> AttrPlan:
     p = attr_plan(node, ctx)
     if node.op == MS + "FusedMatMul" and (int(p.attr("transBatchA", 0)) or int(p.attr("transBatchB", 0))):
-        raise UnsupportedOpError(f"{p.where}: transBatchA / transBatchB are not supported")
+        ranks = [None if t is None or t.shape is None else len(t.shape) for t in list(ctx.inputs)[:2]]
+        if None not in ranks and (ranks[0] != ranks[1] or ranks[0] < 3):
+            raise ModelError(f"{p.where}: transBatchA / transBatchB need two operands of one rank >= 3, "
+                             f"got ranks {ranks}")
     return p
+
+
+def trans_batch(x, flag):
+    """``x`` [d0, b.., d_last] read as [b.., d0, d_last] when ``flag`` (transBatchA / transBatchB)."""
+    x = np.asarray(x)
+    if flag and x.ndim < 3:
+        raise InputError(f"transBatchA / transBatchB need rank >= 3, got {list(x.shape)}")
+    return np.moveaxis(x, 0, -2) if flag else x
 
 
 def swap_last_two(x, flag):
@@ -40,6 +52,7 @@ def swap_last_two(x, flag):
 
 @kernel(MS + "FusedMatMul", "float", prepare=_attrs)
 def fused_matmul(p, a, b):
+    a, b = trans_batch(a, int(p.attr("transBatchA", 0))), trans_batch(b, int(p.attr("transBatchB", 0)))
     y = np.matmul(swap_last_two(a, int(p.attr("transA", 0))), swap_last_two(b, int(p.attr("transB", 0))))
     alpha = float(p.attr("alpha", 1.0))
     return (y * F32(alpha) if alpha != 1.0 else y).astype(a.dtype, copy=False)
