@@ -194,7 +194,10 @@ def convert_model(model: ModelProto, where: str, name: str = "model") -> Graph:
     g.metadata.update({"ir_version": int(model.ir_version), "opset_import": dict(opsets),
                        "producer_name": model.producer_name, "producer_version": model.producer_version,
                        "doc_string": model.doc_string,
-                       "metadata_props": {p.key: p.value for p in model.metadata_props}})
+                       "metadata_props": {p.key: p.value for p in model.metadata_props},
+                       # initializers the model also lists as graph inputs (overridable from IR 4 on)
+                       "initializer_inputs": sorted({t.name for t in model.graph.initializer}
+                                                   & {i.name for i in model.graph.input})})
     return g
 
 

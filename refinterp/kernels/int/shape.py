@@ -49,6 +49,12 @@ def _identity(plan, x):
     return x
 
 
+@kernel("refinterp.RuntimeInitializer", BOTH, raw_inputs=True)
+def _runtime_initializer(plan, x):
+    """An initializer read as a run-time value (passes/ort_overridable.py): unchanged."""
+    return x
+
+
 @dataclass(frozen=True)
 class AxisPlan:
     axis: int
