@@ -1,6 +1,10 @@
 """``ort_identity_elim``: ONNX Runtime's level-1 EliminateIdentity (onnxruntime/core/optimizer/
 identity_elimination.cc) and, for inference, EliminateDropout: the node goes, its consumers read its
-input.  No value changes, but the fusions and layout rewrites that follow see through it as ORT's do:
+input.  Then the one rewrite of ORT's level-1 transpose optimizer that applies whatever the cost
+(onnx_transpose_optimization.cc HandleTranspose): a Transpose of a Transpose becomes one Transpose
+of the composed permutation, or nothing when that is the identity; the inner one goes when nothing
+else reads it.  (The optimizer's other moves -- pushing Transposes through element-wise, reduce and
+shape ops by its cost model -- are not modelled.)  No value changes, but the fusions and layout rewrites that follow see through it as ORT's do:
 paddle2onnx puts an Identity after almost every Add, which otherwise ends an NCHWc chain and blocks
 the Conv/Sum fusions ORT makes (ort_nchwc.py).
 
@@ -38,6 +42,55 @@ def _removable(n: Node) -> bool:
 
 
 def ort_identity_elim(graph: Graph) -> Graph:
+    return _compose_transposes(_eliminate(graph))
+
+
+def _perm(graph: Graph, n: Node) -> list[int] | None:
+    perm = n.attr("perm")
+    if perm is None:
+        t = graph.tensors.get(n.inputs[0])
+        return None if t is None or t.shape is None else list(range(len(t.shape)))[::-1]
+    return [int(p) for p in perm]
+
+
+def _compose_transposes(graph: Graph) -> Graph:
+    outer = _subgraph_names(graph)
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    rename: dict[str, str] = {}
+    replace: dict[str, Node] = {}
+    removed: set[str] = set()
+    for n in graph.nodes:
+        if n.op != "Transpose" or not n.inputs or n.outputs[0] in outer or n.inputs[0] in outer:
+            continue
+        inner = producer.get(n.inputs[0])
+        if inner is None or inner.op != "Transpose" or inner.name in removed:
+            continue
+        p1, p2 = _perm(graph, inner), _perm(graph, n)
+        if p1 is None or p2 is None or len(p1) != len(p2):
+            continue
+        composed = [p1[i] for i in p2]
+        if composed == list(range(len(composed))):
+            if n.outputs[0] in graph.outputs:
+                continue
+            rename[n.outputs[0]] = inner.inputs[0]
+            removed.add(n.name)
+        else:
+            replace[n.name] = dataclasses.replace(n, inputs=[inner.inputs[0]], attrs={**n.attrs, "perm": composed})
+    if not rename and not replace:
+        return graph
+    nodes = []
+    for n in graph.nodes:
+        if n.name in removed:
+            continue
+        n = replace.get(n.name, n)
+        ins = [rename.get(i, i) if i else i for i in n.inputs]
+        nodes.append(dataclasses.replace(n, inputs=ins) if ins != n.inputs else n)
+    used = {i for n in nodes for i in n.inputs if i} | set(graph.outputs) | outer
+    nodes = [n for n in nodes if not (n.op == "Transpose" and n.outputs[0] not in used)]
+    return graph.replace(nodes=nodes)
+
+
+def _eliminate(graph: Graph) -> Graph:
     outer = _subgraph_names(graph)
     outputs = set(graph.outputs)
     producer = {o: n for n in graph.nodes for o in n.outputs if o}

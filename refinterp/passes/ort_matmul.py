@@ -88,6 +88,17 @@ def _transpose_kind(graph: Graph, t: Node) -> tuple[bool, bool] | None:
 
 
 def ort_matmul_transpose_fusion(graph: Graph) -> Graph:
+    """Repeated until nothing fuses, as ORT's transformer loop does (Transpose -> Transpose -> MatMul fuses
+    both: the second pass toggles the flags back)."""
+    for _ in range(10):  # ORT's graph-transformer step limit
+        out = _transpose_fusion_once(graph)
+        if out is graph:
+            return graph
+        graph = out
+    return graph
+
+
+def _transpose_fusion_once(graph: Graph) -> Graph:
     producer = graph.producer()
     consumers = graph.consumers()
     left: dict[str, int] = {}  # Transpose output -> consumers not yet fused

@@ -137,13 +137,25 @@ def _fusion_case(case):
                 mk("MatMul", ["q", "kt"], ["y"])], \
             {"x": np.ascontiguousarray(q.transpose(2, 0, 1, 3)), "z": np.ascontiguousarray(kt.transpose(2, 0, 1, 3))}, \
             ["y"], [], 1
+    if case == "transpose-twice":  # two swaps cancel (ORT's level-1 transpose optimizer): a plain MatMul
+        return [mk("Transpose", ["x"], ["x1"], perm=[0, 1, 3, 2]), mk("Transpose", ["x1"], ["q"], perm=[0, 1, 3, 2]),
+                mk("MatMul", ["q", "kt"], ["y"])], {"x": q, "kt": kt}, ["y"], [], 0
+    if case == "transpose-thrice":  # ORT's transpose_matmul_4d_fusion_3_transpose: two cancel, the third fuses
+        return [mk("Transpose", ["x"], ["x1"], perm=[0, 1, 3, 2]), mk("Transpose", ["x1"], ["q"], perm=[0, 1, 3, 2]),
+                mk("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), mk("MatMul", ["q", "kt"], ["y"])], \
+            {"x": q, "k": k}, ["y"], [], 1
+    if case == "transpose-composed":  # [0, 2, 1, 3] then [0, 1, 3, 2]: one Transpose of the composed perm
+        return [mk("Transpose", ["x"], ["x1"], perm=[0, 2, 1, 3]), mk("Transpose", ["x1"], ["q"], perm=[0, 1, 3, 2]),
+                mk("MatMul", ["q", "kt"], ["y"])], {"x": np.ascontiguousarray(q.transpose(0, 1, 3, 2).transpose(0, 2, 1, 3)),
+                                                    "kt": kt}, ["y"], [], 0
     raise AssertionError(case)
 
 
 FUSION_CASES = ["div-output", "mul-output-scale-first", "pow-scale", "sqrt-scale", "transpose-b-and-scale",
                 "transpose-a", "transpose-shared", "transpose-graph-output", "transpose-not-last-two", "input-muls",
                 "input-and-output", "input-mul-shared", "two-readers", "matmul-graph-output", "vector-scale",
-                "scalar-of-higher-rank", "scalar-of-equal-rank", "chain", "transpose-batch-a", "transpose-batch-a-and-b"]
+                "scalar-of-higher-rank", "scalar-of-equal-rank", "chain", "transpose-batch-a", "transpose-batch-a-and-b",
+                "transpose-twice", "transpose-thrice", "transpose-composed"]
 
 
 @pytest.mark.parametrize("case", FUSION_CASES)
