@@ -41,7 +41,7 @@ from refinterp.errors import InputError, ModelError, UnsupportedOpError
 from refinterp.quant import mlas
 from .common import MS
 from .float_conv import physical_cores
-from .float_lstm import lstm_cell, step_order
+from .float_lstm import direction_inputs, lstm_cell, step_order
 from .quantize import _params
 from ..registry import kernel
 
@@ -164,13 +164,7 @@ def _run(plan, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None, w_scale
     y_c = np.zeros((n_dir, batch, hid), _F)
     for k in range(n_dir):
         reverse = plan.direction == "reverse" or k == 1
-        bias = None
-        if b is not None:
-            bb = np.asarray(b[k], _F)
-            bias = (bb[:4 * hid] + bb[4 * hid:]).astype(_F)  # Wb + Rb, once
-        h = np.zeros((batch, hid), _F) if h0 is None else np.array(h0[k], _F)
-        c = np.zeros((batch, hid), _F) if c0 is None else np.array(c0[k], _F)
-        peep = None if p is None else np.asarray(p[k], _F).reshape(3, hid)
+        bias, h, c, peep = direction_inputs(k, batch, hid, b, h0, c0, p)
         y[:, k], y_h[k], y_c[k] = _direction(plan, x, lens, reverse, w[k], int(zw[k]), wsc[k], r[k], int(zr[k]),
                                              rsc[k], bias, h, c, peep)
     return y, y_h, y_c

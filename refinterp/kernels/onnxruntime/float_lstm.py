@@ -98,6 +98,19 @@ def lstm_cell(g, hid, bias, c, peep, clip, input_forget):
     return (mlas_tanh(c_new) * o).astype(_F), c_new
 
 
+def direction_inputs(k: int, batch: int, hid: int, b, h0, c0, p):
+    """(bias Wb + Rb summed once in float32 or None, initial h, initial c, peepholes (3, H) or None) of
+    direction ``k``."""
+    bias = None
+    if b is not None:
+        bb = np.asarray(b[k], _F)
+        bias = (bb[:4 * hid] + bb[4 * hid:]).astype(_F)
+    h = np.zeros((batch, hid), _F) if h0 is None else np.array(h0[k], _F)
+    c = np.zeros((batch, hid), _F) if c0 is None else np.array(c0[k], _F)
+    peep = None if p is None else np.asarray(p[k], _F).reshape(3, hid)
+    return bias, h, c, peep
+
+
 def step_order(lens, t_len: int, reverse: bool) -> np.ndarray:
     """(T, B): the input step each row takes at each processing step (a reverse row runs its own
     sequence_lens steps backwards)."""
@@ -151,13 +164,7 @@ def ort_lstm(plan, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
     y_c = np.zeros((plan.n_dir, batch, hid), _F)
     for k in range(plan.n_dir):
         reverse = plan.direction == "reverse" or k == 1
-        bias = None
-        if b is not None:
-            bb = np.asarray(b[k], _F)
-            bias = (bb[:4 * hid] + bb[4 * hid:]).astype(_F)  # Wb + Rb, once
-        h = np.zeros((batch, hid), _F) if h0 is None else np.array(h0[k], _F)
-        c = np.zeros((batch, hid), _F) if c0 is None else np.array(c0[k], _F)
-        peep = None if p is None else np.asarray(p[k], _F).reshape(3, hid)
+        bias, h, c, peep = direction_inputs(k, batch, hid, b, h0, c0, p)
         y[:, k], y_h[k], y_c[k] = _direction(plan, k, x, lens, reverse, bias, h, c, peep)
     if plan.layout:
         y = np.transpose(y, (2, 0, 1, 3))
