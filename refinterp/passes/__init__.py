@@ -7,6 +7,7 @@ from typing import Callable
 from ..ir import Graph
 from .qdq import dq_matmul_nbits, fuse_qdq, fuse_qdq_x86
 from .ort_const_fold import ort_const_fold
+from .ort_conv_add import ort_conv_add_fusion8, ort_conv_add_fusion16
 from .ort_fold import ort_conv_fold
 from .ort_gelu import ort_gelu_fusion
 from .ort_gemm import ort_matmul_add
@@ -31,7 +32,8 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x
                                               "ort_matmul_scale_fusion": ort_matmul_scale_fusion,
                                               "ort_const_fold": ort_const_fold, "ort_identity_elim": ort_identity_elim,
                                               "ort_matmul_bn_fusion": ort_matmul_bn_fusion,
-                                              "ort_overridable_initializers": ort_overridable_initializers}
+                                              "ort_overridable_initializers": ort_overridable_initializers,
+                                              "ort_conv_add_fusion16": ort_conv_add_fusion16, "ort_conv_add_fusion8": ort_conv_add_fusion8}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

@@ -108,12 +108,16 @@ def _prepare(node, ctx):
         return OrtFloatConvPlan(node.name, True, physical_cores(), (fk, fplan))
     if _plain(node, fplan):
         return OrtFloatConvPlan(node.name, False, physical_cores(), (fk, fplan), expand=True)
+    if len(node.inputs) > 3 and node.inputs[3]:  # a FusedConv's Sum: the generic conv, then the Sum
+        return OrtFloatConvPlan(node.name, False, physical_cores(), (fk, fplan))
     return Delegate(fk, fplan)  # not a layout MlasConv runs: the generic float conv, reported as such
 
 
 @kernel(("Conv", "DepthwiseConv"), VARIANT, prepare=_prepare)
 def ort_float_conv(plan, x, w, b=None, s=None):
-    """``s``: the Sum of an Add ORT fused into an NCHWc Conv (passes/ort_nchwc.py)."""
+    """``s``: the Sum of an Add ORT fused into the Conv -- an NCHWc Conv's (passes/ort_nchwc.py) or a
+    FusedConv's (passes/ort_conv_add.py: MlasConv with Beta 1, the products accumulated onto it, the
+    bias added after)."""
     if isinstance(plan, Delegate):  # called without a Session (which resolves delegates itself)
         return plan.kernel.run(plan.plan, x, w, b)
     fk, fplan = plan.fallback
@@ -121,28 +125,37 @@ def ort_float_conv(plan, x, w, b=None, s=None):
     w = np.asarray(w)
     if plan.nchwc:
         return _nchwc(plan, fplan, x, w, b, s)
+    s = None if s is None else np.asarray(s, np.float32)
     if x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] > 1:
         # MlasConv with several images runs each image's GEMMs as a work item (GemmDirect: one
         # single-threaded MlasGemm per image; the other algorithms as for one image)
         one = dataclasses.replace(plan, threads=1) if plan.pointwise else plan
-        return np.concatenate([ort_float_conv(one, x[i:i + 1], w, b) for i in range(x.shape[0])])
+        return np.concatenate([ort_float_conv(one, x[i:i + 1], w, b, None if s is None else s[i:i + 1])
+                               for i in range(x.shape[0])])
     group = fplan.group or (x.shape[1] if x.ndim > 1 else 1)
+    c0 = None if s is None else s.reshape(s.shape[1] if s.ndim > 1 else 1, -1)
     y = shape = None
     if (plan.pointwise and x.dtype == np.float32 and x.ndim >= 3 and x.shape[0] == 1
             and w.ndim == x.ndim and w.shape[1] == x.shape[1] and all(d == 1 for d in w.shape[2:])):
         cout, cin = w.shape[:2]
-        y, shape = mlas_sgemm(w.reshape(cout, cin), x.reshape(cin, -1), plan.threads), (1, cout) + x.shape[2:]
+        y = mlas_sgemm(w.reshape(cout, cin), x.reshape(cin, -1), plan.threads,
+                       c=None if c0 is None else np.array(c0, np.float32))
+        shape = (1, cout) + x.shape[2:]
     elif (plan.expand and x.dtype == np.float32 and 3 <= x.ndim <= 5 and x.shape[0] == 1 and w.ndim == x.ndim
           and w.shape[1] * group == x.shape[1]):
-        y, shape = _expand(plan, fplan, x, w, group)
+        y, shape = _expand(plan, fplan, x, w, group, c0)
+    if y is not None and s is not None and s.shape != shape:
+        raise InputError(f"node '{plan.name}': the fused Add's other input has shape {s.shape}, the Conv output {shape}")
     if y is None:
-        return fk.run(fplan, x, w, b)
+        y = fk.run(fplan, x, w, b)
+        # not an order MLAS takes here: the generic conv, then the Sum (not MLAS's rounding either)
+        return y if s is None else (y + s).astype(np.float32)
     if b is not None:
         y = (y + np.asarray(b, np.float32).reshape(-1, 1)).astype(np.float32)  # MlasActivation: one addition
     return y.reshape(shape)
 
 
-def _expand(plan, fplan, x, w, group: int):
+def _expand(plan, fplan, x, w, group: int, c0=None):
     """(columns-by-filters result or None, output shape) of MLAS's expand-then-GEMM forms."""
     nsp = x.ndim - 2
     win = resolve_window(x.shape[2:], w.shape[2:], ints(fplan.strides, nsp, 1), ints(fplan.dilations, nsp, 1),
@@ -156,7 +169,7 @@ def _expand(plan, fplan, x, w, group: int):
     if plain and w.shape[1] == 1 and x.ndim == 4 and all(d == 1 for d in win.dilations) and \
             (win.kernel[1] == x.shape[3] or (win.kernel[0] == x.shape[2] and win.kernel[1] == 1)):
         return None, shape  # MLAS's one-channel GemmDirect forms: not modelled
-    return expand_then_gemm(x[0], w, win, plan.threads, group), shape
+    return expand_then_gemm(x[0], w, win, plan.threads, group, c0), shape
 
 
 def _nchwc(plan, fplan, x, w, b, s):

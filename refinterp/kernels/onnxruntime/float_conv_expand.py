@@ -36,17 +36,18 @@ from .float_sgemm import THREAD_ALIGN_N, THREAD_COMPLEXITY, _m1_chunk, _sgemm_se
 MAX_THREADS = 16  # MLAS_MAXIMUM_THREAD_COUNT
 
 
-def _segment(w: np.ndarray, cols: np.ndarray, c: np.ndarray, n0: int, nc: int, at) -> None:
-    """One MlasConvOperation segment: output positions n0..n0+nc over every filter of ``w``."""
+def _segment(w: np.ndarray, cols: np.ndarray, c: np.ndarray, n0: int, nc: int, at, has_c: bool = False) -> None:
+    """One MlasConvOperation segment: output positions n0..n0+nc over every filter of ``w``; ``has_c``:
+    Beta 1 (a FusedConv's Sum already in ``c``), so the first K chunk adds onto it too."""
     m, k = w.shape
     sk = stride_k(nc, k)
     if m == 1:
         for k0 in range(0, k, sk):
-            _m1_chunk(w[0], cols, c[0], n0, nc, k0, min(k, k0 + sk), k0 == 0)
+            _m1_chunk(w[0], cols, c[0], n0, nc, k0, min(k, k0 + sk), k0 == 0 and not has_c)
     elif nc < 64 <= m:
-        _sgemm_segment_t(at(), cols, c, 0, m, n0, nc, sk)
+        _sgemm_segment_t(at(), cols, c, 0, m, n0, nc, sk, 1.0, has_c)
     else:
-        _sgemm_segment(w, cols, c, 0, m, n0, nc, sk)
+        _sgemm_segment(w, cols, c, 0, m, n0, nc, sk, has_c)
 
 
 def _thread_stride(m: int, n: int, k: int, threads: int) -> int:
@@ -60,13 +61,14 @@ def _thread_stride(m: int, n: int, k: int, threads: int) -> int:
     return step
 
 
-def _one_group(wm: np.ndarray, cols: np.ndarray, threads: int, grouped: bool) -> np.ndarray | None:
+def _one_group(wm: np.ndarray, cols: np.ndarray, threads: int, grouped: bool,
+               c0: np.ndarray | None = None) -> np.ndarray | None:
     m, k = wm.shape
     n = cols.shape[1]
     if m > n:  # ExpandThenGemm: the threaded MlasGemm
-        return mlas_sgemm(wm, cols, threads)
+        return mlas_sgemm(wm, cols, threads, c=None if c0 is None else np.array(c0, np.float32))
     step = n if grouped else min(n, _thread_stride(m, n, k, threads))  # groups: one whole segment each
-    c = np.empty((m, n), np.float32)
+    c = np.empty((m, n), np.float32) if c0 is None else np.array(c0, np.float32)
     cache: list = []
 
     def at():
@@ -75,13 +77,15 @@ def _one_group(wm: np.ndarray, cols: np.ndarray, threads: int, grouped: bool) ->
         return cache[0]
 
     for n0 in range(0, n, step):
-        _segment(wm, cols, c, n0, min(step, n - n0), at)
+        _segment(wm, cols, c, n0, min(step, n - n0), at, c0 is not None)
     return c
 
 
-def expand_then_gemm(x: np.ndarray, w: np.ndarray, win: Window, threads: int, group: int = 1) -> np.ndarray | None:
+def expand_then_gemm(x: np.ndarray, w: np.ndarray, win: Window, threads: int, group: int = 1,
+                     c0: np.ndarray | None = None) -> np.ndarray | None:
     """(C_out, prod(out)) float32 without the bias, or None where MLAS takes a path not modelled.
-    x: (C_in, *spatial) float32; w: (C_out, C_in / group, *kernel)."""
+    x: (C_in, *spatial) float32; w: (C_out, C_in / group, *kernel); ``c0`` (C_out, prod(out)): a
+    FusedConv's Sum, which MLAS's Beta 1 accumulates the products onto."""
     cout, cin_g = w.shape[0], w.shape[1]
     if cout % group or x.shape[0] != cin_g * group:
         return None
@@ -93,7 +97,8 @@ def expand_then_gemm(x: np.ndarray, w: np.ndarray, win: Window, threads: int, gr
         cols = im2col(x[g * cin_g:(g + 1) * cin_g], win)
         if cols.shape[1] == 0 or wf.shape[1] == 0:
             return None
-        y = _one_group(np.ascontiguousarray(wf[g * mg:(g + 1) * mg]), cols, threads, group > 1)
+        y = _one_group(np.ascontiguousarray(wf[g * mg:(g + 1) * mg]), cols, threads, group > 1,
+                       None if c0 is None else c0[g * mg:(g + 1) * mg])
         if y is None:
             return None
         out.append(y)
