@@ -192,6 +192,19 @@ def ort_and_refinterp(model: ModelProto, feeds: dict, tmp_path, scheme: str = "f
 ORT_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")
 
 
+def ort_optimized(model: bytes, path):
+    """(ONNX Runtime CPU session at its default optimisation, the graph it optimized to) for ``model``
+    (bytes); the optimized model is written to ``path``."""
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.optimized_model_filepath = str(path)
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return sess, onnx.load(str(path)).graph
+
+
 def ort_output(model, feeds: dict, level: str):
     """ONNX Runtime CPU's first output of ``model`` (ModelProto or bytes) at GraphOptimizationLevel ``level``."""
     import onnxruntime as ort

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import refinterp  # noqa: E402
 from refinterp.passes.ort_nchwc import MARK  # noqa: E402
 from tests.conformance.test_ort_float_nchwc import _avx512f, _bits  # noqa: E402
+from tests.onnx_models import ort_optimized  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not _avx512f(), reason="the onnxruntime-cpu scheme models an AVX-512 CPU "
                                                        "(NCHWc block 16); this CPU has no AVX-512F")
@@ -57,12 +58,8 @@ def test_conv_add_fusion_outside_nchwc(tmp_path, case):
     m, feeds = _model(case)
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    fused = sum(1 for n in onnx.load(so.optimized_model_filepath).graph.node
-                if n.op_type == "FusedConv" and len(n.input) > 3 and n.input[3])
+    sess, optimized = ort_optimized(m.SerializeToString(), tmp_path / "opt.onnx")
+    fused = sum(1 for n in optimized.node if n.op_type == "FusedConv" and len(n.input) > 3 and n.input[3])
     ours = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu")
     assert sum(1 for n in ours.graph.nodes if n.op in ("Conv", "DepthwiseConv") and not n.attr(MARK)
                and len(n.inputs) > 3 and n.inputs[3]) == fused == (1 if CASES[case][2] else 0)

@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import refinterp  # noqa: E402
-from tests.onnx_models import ort_output  # noqa: E402
+from tests.onnx_models import ort_optimized, ort_output  # noqa: E402
 
 F = np.float32
 
@@ -60,11 +60,8 @@ def test_matmul_bn_fusion(tmp_path, name):
     m.ir_version = 8
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    assert [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node].count("Gemm") == gemms
+    sess, optimized = ort_optimized(m.SerializeToString(), tmp_path / "opt.onnx")
+    assert [n.op_type for n in optimized.node].count("Gemm") == gemms
     ours = refinterp.Session(refinterp.load(str(path)), "onnxruntime-cpu")
     assert [n.op for n in ours.graph.nodes].count("Gemm") == gemms
     a = rng.normal(0, 1, a_shape).astype(F)

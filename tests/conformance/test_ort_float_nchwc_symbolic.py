@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import refinterp  # noqa: E402
 from refinterp.passes.ort_nchwc import MARK  # noqa: E402
 from tests.conformance.test_ort_float_nchwc import _avx512f, _bits  # noqa: E402
-from tests.onnx_models import ort_output  # noqa: E402
+from tests.onnx_models import ort_optimized, ort_output  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not _avx512f(), reason="the onnxruntime-cpu scheme models an AVX-512 CPU "
                                                        "(NCHWc block 16); this CPU has no AVX-512F")
@@ -101,11 +101,7 @@ CASES = {
 
 
 def _ort_sum_fusions(model: bytes, tmp_path) -> int:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.optimized_model_filepath = str(tmp_path / "ort_optimized.onnx")
-    ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    g = onnx.load(so.optimized_model_filepath).graph
+    _, g = ort_optimized(model, tmp_path / "ort_optimized.onnx")
     return sum(1 for n in g.node if n.op_type == "Conv" and n.domain == "com.microsoft.nchwc"
                and len(n.input) > 3 and n.input[3])
 
