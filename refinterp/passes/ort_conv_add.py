@@ -18,21 +18,14 @@ import dataclasses
 from typing import Callable
 
 from ..ir import Graph, Node
-from .ort_nchwc import _conv_channels
+from .ort_nchwc import _conv_channels, _dim_known_equal
 from .rewrite import splice
 
 
 def _dims_ok(graph: Graph, a: str, b: str) -> bool:
+    """Both rank 4, every dimension the same positive size or the same symbolic name (as ORT's selector)."""
     ta, tb = graph.tensors.get(a), graph.tensors.get(b)
-    if ta is None or tb is None or ta.shape is None or tb.shape is None or len(ta.shape) != 4 or len(tb.shape) != 4:
-        return False
-    pa, pb = ta.dim_params or (None,) * 4, tb.dim_params or (None,) * 4
-    for i in range(4):
-        if ta.shape[i] and ta.shape[i] == tb.shape[i]:
-            continue
-        if not (pa[i] and pa[i] == pb[i]):
-            return False
-    return True
+    return all(_dim_known_equal(ta, tb, i) for i in range(4))
 
 
 def _conv_add(graph: Graph, block: int) -> Graph:

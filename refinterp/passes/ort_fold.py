@@ -52,6 +52,14 @@ def _per_channel(v: np.ndarray, w: np.ndarray, scalar_ok: bool) -> np.ndarray | 
     return v.reshape(-1)
 
 
+def bn_scale_shift(bn: Node, scale, bias, mean, var) -> tuple[np.ndarray, np.ndarray]:
+    """(s, t) of a constant BatchNormalization as ORT's Initializer arithmetic folds it, one float32
+    rounding per operation: s = scale / sqrt(var + epsilon), t = bias - mean * s (ConvBNFusion,
+    MatmulBNFusion, the NchwcTransformer's depthwise rewrite)."""
+    s = (scale / np.sqrt((var + F32(bn.attr("epsilon", 1e-5))).astype(F32))).astype(F32)
+    return s, (bias - (mean * s).astype(F32)).astype(F32)
+
+
 def _fold(graph: Graph, conv: Node, nxt: Node, w: np.ndarray, b: np.ndarray | None):
     """(W', B') of folding ``nxt`` into the Conv, or None when ORT's rule does not apply."""
     if nxt.op == "BatchNormalization":
@@ -63,10 +71,10 @@ def _fold(graph: Graph, conv: Node, nxt: Node, w: np.ndarray, b: np.ndarray | No
         if any(p is None or p.ndim != 1 or p.shape[0] != w.shape[0] for p in params):
             return None
         scale, bias, mean, var = params
-        s = (scale / np.sqrt((var + F32(nxt.attr("epsilon", 1e-5))).astype(F32))).astype(F32)
+        s, t = bn_scale_shift(nxt, scale, bias, mean, var)
         w2 = (w * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(F32)
         if b is None:
-            return w2, (bias - (mean * s).astype(F32)).astype(F32)
+            return w2, t
         return w2, ((((b - mean).astype(F32)) * s).astype(F32) + bias).astype(F32)
     if nxt.op in ("Mul", "Add") and len(nxt.inputs) == 2 and nxt.inputs[0] == conv.outputs[0]:
         c = _const(graph, nxt.inputs[1])

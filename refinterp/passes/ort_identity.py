@@ -1,10 +1,6 @@
 """``ort_identity_elim``: ONNX Runtime's level-1 EliminateIdentity (onnxruntime/core/optimizer/
 identity_elimination.cc) and, for inference, EliminateDropout: the node goes, its consumers read its
-input.  Then the one rewrite of ORT's level-1 transpose optimizer that applies whatever the cost
-(onnx_transpose_optimization.cc HandleTranspose): a Transpose of a Transpose becomes one Transpose
-of the composed permutation, or nothing when that is the identity; the inner one goes when nothing
-else reads it.  (The optimizer's other moves -- pushing Transposes through element-wise, reduce and
-shape ops by its cost model -- are not modelled.)  No value changes, but the fusions and layout rewrites that follow see through it as ORT's do:
+input.  No value changes, but the fusions and layout rewrites that follow see through it as ORT's do:
 paddle2onnx puts an Identity after almost every Add, which otherwise ends an NCHWc chain and blocks
 the Conv/Sum fusions ORT makes (ort_nchwc.py).
 
@@ -13,6 +9,12 @@ run-time training switches) is removed when its output is not a graph output; wh
 producer's output is renamed to it instead, provided that output has no other consumer and is not a
 graph output itself (ORT's relaxed condition).  Names used inside If / Loop / Scan bodies are left
 alone (an outer-scope reference would need renaming there too).
+
+Then the one rewrite of ORT's level-1 transpose optimizer that applies whatever the cost
+(onnx_transpose_optimization.cc HandleTranspose): a Transpose of a Transpose becomes one Transpose
+of the composed permutation, or nothing when that is the identity; the inner one goes when nothing
+else reads it.  (The optimizer's other moves -- pushing Transposes through element-wise, reduce and
+shape ops by its cost model -- are not modelled.)
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def _removable(n: Node) -> bool:
 
 
 def ort_identity_elim(graph: Graph) -> Graph:
-    return _compose_transposes(_eliminate(graph))
+    outer = _subgraph_names(graph)  # the rewrites below rename no tensor a body reads
+    return _compose_transposes(_eliminate(graph, outer), outer)
 
 
 def _perm(graph: Graph, n: Node) -> list[int] | None:
@@ -53,8 +56,7 @@ def _perm(graph: Graph, n: Node) -> list[int] | None:
     return [int(p) for p in perm]
 
 
-def _compose_transposes(graph: Graph) -> Graph:
-    outer = _subgraph_names(graph)
+def _compose_transposes(graph: Graph, outer: set[str]) -> Graph:
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     rename: dict[str, str] = {}
     replace: dict[str, Node] = {}
@@ -90,8 +92,7 @@ def _compose_transposes(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes)
 
 
-def _eliminate(graph: Graph) -> Graph:
-    outer = _subgraph_names(graph)
+def _eliminate(graph: Graph, outer: set[str]) -> Graph:
     outputs = set(graph.outputs)
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     consumers = graph.consumers()

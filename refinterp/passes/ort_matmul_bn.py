@@ -21,15 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from .ort_fold import _const, bn_scale_shift
 from .rewrite import add_const, splice
 
 F32 = np.float32
 _PATH = ("Reshape", "Transpose")
-
-
-def _const(graph: Graph, name: str):
-    t = graph.tensors.get(name) if name else None
-    return None if t is None or t.const is None or t.dtype != "float32" else np.asarray(t.const, F32)
 
 
 def _bn_path(graph: Graph, mm: Node, consumers: dict) -> list[Node] | None:
@@ -70,9 +66,8 @@ def ort_matmul_bn_fusion(graph: Graph) -> Graph:
         if any(p is None or p.shape != (b.shape[1],) for p in params) or any(bn.outputs[1:]):
             continue
         scale, bias, mean, var = params
-        s = (scale / np.sqrt((var + F32(bn.attr("epsilon", 1e-5))).astype(F32))).astype(F32)
+        s, c = bn_scale_shift(bn, scale, bias, mean, var)
         w = (b * s[None, :]).astype(F32)
-        c = (bias - (mean * s).astype(F32)).astype(F32)
         wn = add_const(tensors, mm.name + "_MatMulBnFusion_GemmB", w)
         cn = add_const(tensors, mm.name + "_MatMulBnFusion_GemmBias", c)
         last = path[-2] if len(path) > 1 else None

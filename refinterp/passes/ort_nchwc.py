@@ -60,6 +60,7 @@ from typing import Callable
 import numpy as np
 
 from ..ir import Graph, Node
+from .ort_fold import bn_scale_shift
 from .rewrite import add_const
 
 MARK = "_ort_nchwc"
@@ -208,10 +209,7 @@ def _bn_as_conv(graph: Graph, n: Node, channels: int, block: int, tensors: dict)
         if t is None or t.const is None or t.dtype != "float32" or np.shape(t.const) != (channels,):
             return None
         params.append(np.asarray(t.const, np.float32))
-    scale, bias, mean, var = params
-    f32 = np.float32
-    w = (scale / np.sqrt((var + f32(n.attr("epsilon", 1e-5))).astype(f32))).astype(f32)
-    b = (bias - (mean * w).astype(f32)).astype(f32)
+    w, b = bn_scale_shift(n, *params)
     names = [add_const(tensors, n.name + "_nchwc_W", w.reshape(channels, 1, 1, 1)),
              add_const(tensors, n.name + "_nchwc_B", b)]
     attrs = {"group": channels, "kernel_shape": [1, 1], "strides": [1, 1], "dilations": [1, 1],
