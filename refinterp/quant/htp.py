@@ -4,9 +4,8 @@ host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51, shipped in ``onnxruntim
 
 Qualcomm does not publish the HTP kernels; every rule below was found by single-op sweeps against the
 emulator (over scales, zero points, ties and saturation) and is stated with the evidence.  Only
-what is stated here is characterised; the bias of a v73 convolution with per-channel weights is the
-one piece found to differ from the rule below and not characterised yet.  The v68 convolution,
-stride-2 depthwise, Add and GlobalAveragePool are in ``htp_ops.py``.
+what is stated here is characterised.  The v68 convolution, stride-2 depthwise, Add and
+GlobalAveragePool are in ``htp_ops.py``.
 
 QuantizeLinear from float32 (a graph input quantized on the HTP)::
 
@@ -34,40 +33,28 @@ Convolution requantization, 8-bit output, real multiplier M = f32(f32(s_x * s_w)
 
         bias_htp = trunc(f32(f32(bias) * f32(s_bias)) / f32(f32(s_x) * f32(s_w)))
 
-    which is ``bias`` or one step toward zero (ties of the float32 division).  With per-channel
-    weights the HTP's per-channel bias differs from this rule on about one channel in five (one step
-    toward zero): not characterised yet.  Measured so far (M = 1, every channel with the same weight
-    scale, bias codes -60..59, bias scale f32(s_x * s_w)): the bias comes out as ``b`` or one step
-    toward zero, on a set of ``b`` that is symmetric in sign, not invariant under doubling (s_w = 0.001:
-    |b| in {1, 7, 14, 28, 49, 56, 59}; s_w = 0.0031: 65 of 120 codes), and that no single float32
-    denominator reproduces in trunc(f32(f32(b * s_b) / d)) (searched +-3000 ulps around s_b); with
-    mixed per-channel scales a channel's bias can also move one step away from zero or by up to 3.
-    The set of moved codes does not depend on the activation type or zero point (uint8 zx = 128, int8
-    zx = 0) nor on the weights (sums 0, 4, 40): only on the bias codes and the scales.  It does depend
-    on the other channels' weight scales, through their maximum S only, and through S's mantissa only:
-    with 120 channels at s_w and 8 at t * s_w (x scale 0.02, s_w 0.0031, M = 1), every t <= 1 moves
-    the same 65 of 120 codes, t = 1.1 / 1.25 / 1.5 / 1.75 / 1.9 move 33 / 12 / 8 / 46 / 87, and t = 3,
-    5, 7 move exactly what 1.5, 1.25, 1.75 move.  Channels whose scales all equal S still move codes.
-    The moved amount is a constant integer per channel: sweeping the accumulator over -60..60 (M = 1)
-    shifts the output by the same b' for every accumulator value.  (v68 derives its per-channel
-    multipliers through S too -- M[c] = f32(f32(f32(s_x * S) / s_y) * f32(s_w[c] / S)), htp_ops.py --
-    but adds the bias codes unchanged; none of the M-through-S chains reproduces the v73 bias: 38,100
-    codes at 300 scale sets, 6,829 moved, best chain 31,928 right.)  The v73 per-channel bias also
-    depends on the *other channels' bias codes*: with 120 channels at biases -60..59 and 8 more at a
-    bias B (all scales equal), the moved set changes with B -- B = 59 or 60 move {1}, B = 63 moves 20
-    codes, B = 100 none; at B = 2^n the moved sets are nested (each doubling of B drops the smallest
-    members: 64 -> 24 codes ... 1024 -> {44..52}, 2048 -> none) and depend on the scales too.  A
-    re-quantization of the float bias vector to a common scale from max |b * s_b| (symmetric or
-    asymmetric, 8 to 32 bits, three roundings) reproduces 15 of 72 such sets: not it either.  (x scale
-    0.02, s_w 0.0031, M = 1, 120 channels at -60..59 and 8 at B: for B = 64 the moved codes are exactly
-    those with |b| in [3 2^k, 3.5 2^k), i.e. a mantissa in [1.5, 1.75), and each doubling of B drops the
-    smallest k (|b| >= 3 B / 64 moves); B = 100 moves {13, 26, 29, 52, 53, 58} and both signs always.
-    A common int32 scale from max |b s_b| (2^8 .. 2^31 steps, three roundings) followed by float32
-    conversions back to the accumulator scale predicts no move at all on that data.  By contrast the
-    per-channel scales the HTP makes itself from uint8 weights, f32(s rh) with rh of 12 bits, take the
-    per-tensor truncation rule exactly, with a bias (htp_weights.py).)  Tried and refuted on these sweeps
-    (24 scale sets, 120 codes each): trunc of the float32 bias value divided in float64 by the exact
-    s_x * s_w or s_x * S, with or without the float32 ratio s_w / S, and each with a float32 quotient.
+    which is ``bias`` or one step toward zero (ties of the float32 division).
+
+    With per-channel weights (convolutions, Gemm and MatMul alike) the whole bias vector is
+    re-quantized to one scale first, on the common accumulator scale s = f32(s_x * S), S the largest
+    weight scale, the codes read as accumulator units (the bias scale is s_x s_w[c])::
+
+        r[c]     = f32(b[c] * s)                  top = max |r|,  u = top * 2^-28 (exact)
+        q[c]     = round_half_even(f32(r[c] * f32(1 / u)))
+        bias_htp = trunc(f32(f32(q[c] * u) / s))
+
+    so a channel's bias depends on the largest bias of the layer and on S's mantissa, and comes out as
+    ``b`` or one step toward zero.  Evidence (tests/conformance/test_qnn_htp_numerics.py
+    ``test_per_channel_bias``, 1x1 layers whose multipliers are at least 1, so every bias step shows):
+    one weight scale with largest biases 121 .. 4096 and 2^20 / 10^6 (biases up to 2^20 read through
+    accumulator offsets), two weight scales (ratios 1.25, 1.5, 1.75: a code moves alike in both
+    groups, wherever the largest bias is), random per-channel scales: 0 of 4,445 channels differ, where
+    the per-tensor rule applied per channel is wrong on 1,021.  Sweeps of 7,230 more channels while
+    finding it (largest biases 121..140 one by one: nothing moves at 124, 127, 130, 140; 2,400 biases
+    up to 2^20 at two largest values): 0 differ.  Normalising the real biases f32(b s_x s_w[c]) instead
+    of the codes on the common scale fits one weight scale but misses 37% of the channels with mixed
+    scales; v68 adds the codes unchanged.  Which tie rule ``round_half_even`` is, and 2^28 against
+    2^28 - 1, are not separated by the data.
 
     For k > 0 the low k bits of the accumulator are dropped and replaced by the middle of the dropped
     range (the ``+ 1/2``); for k <= 0 the same expression adds 2^(k-1) to the accumulator.  The
@@ -148,6 +135,23 @@ def conv_bias(bias: np.ndarray, bias_scale: float, x_scale: float, w_scale: floa
     F = np.float32
     real = (np.asarray(bias).astype(F) * F(bias_scale)).astype(F)
     return np.trunc((real / F(F(x_scale) * F(w_scale))).astype(F).astype(np.float64)).astype(np.int64)
+
+
+def conv_bias_per_channel(bias: np.ndarray, x_scale: float, w_scales: np.ndarray) -> np.ndarray:
+    """The int32 bias the v73 HTP adds for per-channel weights (module docstring): the bias codes (in
+    each channel's accumulator units, the bias scale being s_x s_w[c]) as reals on the common scale
+    s = f32(s_x max(s_w)), re-quantized together to the largest magnitude over 2^28, back on s,
+    truncated."""
+    F = np.float32
+    s = F(F(x_scale) * np.asarray(w_scales, F).max())
+    real = (np.asarray(bias).astype(F) * s).astype(F)
+    top = float(np.abs(real).max()) if real.size else 0.0
+    if top == 0.0:
+        return np.zeros(real.shape, np.int64)
+    unit = F(top * 2.0 ** -28)  # exact: a power-of-two scaling of a float32 value
+    q = np.round((real * (F(1) / unit)).astype(F).astype(np.float64))  # half to even; |q| <= 2^28
+    back = (q * np.float64(unit)).astype(F)
+    return np.trunc((back / s).astype(F).astype(np.float64)).astype(np.int64)
 
 
 def conv_requant(acc: np.ndarray, M: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:

@@ -77,11 +77,8 @@ def _htp_outputs(model: Path, feeds: Path, arch: str, d: Path) -> dict[str, np.n
         return {k: f[k] for k in f.files}
 
 
-# v73 refuses per-channel weights with a bias (its per-channel bias is not characterised), tested below
-CASES = [("68", "uint8", True), ("68", "uint8", False), ("68", "int8", True), ("68", "int8", False),
-         ("73", "uint8", False), ("73", "int8", False),
-         *[("69", act, pc) for act in ("uint8", "int8") for pc in (True, False)],  # v68's alias
-         *[(a, act, False) for a in ("75", "79", "81") for act in ("uint8", "int8")]]  # v73's aliases
+CASES = [(a, act, pc) for a in ("68", "73", "69", "75", "79", "81") for act in ("uint8", "int8")
+         for pc in (True, False)]  # 69: v68's alias; 75 / 79 / 81: v73's
 
 
 def _compare_model(model: Path, feeds: Path, arch: str, d: Path) -> tuple[int, int]:
@@ -128,11 +125,12 @@ def test_swish_and_squeeze_excitation_model(tmp_path, arch, act):
     assert tensors >= 18 and compared > 10000, (tensors, compared)
 
 
-@pytest.mark.parametrize("act", ["uint8", "int8"])
-def test_mobilenet_v2_224_on_v68(tmp_path, act):
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("68", "int8"), ("73", "uint8"), ("73", "int8")])
+def test_mobilenet_v2_224(tmp_path, arch, act):
     """MobileNetV2-224 (width 1.0, random weights, 303 nodes: 52 convolutions, 10 residual Adds) made by
-    tools/make_bench_models.py with quantize_static (per-channel int8 weights): all 66 quantized
-    activations (the quantized input and 65 layer outputs) equal the v68 emulator."""
+    tools/make_bench_models.py with quantize_static (per-channel int8 weights, every convolution with a
+    bias): all 66 quantized activations (the quantized input and 65 layer outputs) equal the emulator
+    (under v73 refused before the per-channel bias rule, htp.conv_bias_per_channel)."""
     name = "mnv2_224_qdq_u8" if act == "uint8" else "mnv2_224_qdq"
     r = subprocess.run([sys.executable, str(ROOT / "tools/make_bench_models.py"), "--model", name,
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -140,7 +138,7 @@ def test_mobilenet_v2_224_on_v68(tmp_path, act):
     model = next(tmp_path.glob("*.onnx"))
     feeds = tmp_path / "in.npz"
     np.savez(feeds, input=np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32))
-    tensors, _ = _compare_model(model, feeds, "68", tmp_path)
+    tensors, _ = _compare_model(model, feeds, arch, tmp_path)
     assert tensors == 66
 
 
@@ -204,12 +202,6 @@ def test_published_resize_model(tmp_path, arch):
     np.savez(feeds, **{f"input{i}": rng.standard_normal((1, 3, 4, 5)).astype(np.float32) for i in range(3)})
     tensors, compared = _compare_model(src, feeds, arch, tmp_path)
     assert tensors == 7 and compared > 400, (tensors, compared)
-
-
-def test_v73_refuses_per_channel_bias_model(models):
-    made, _, _ = models
-    with pytest.raises(UnsupportedOpError, match="per-channel bias is not characterised"):
-        refinterp.Session(refinterp.load(str(made[("uint8", True)])), "qnn-htp-v73")
 
 
 def test_a_model_with_uncharacterised_ops_is_refused_at_build(tmp_path):

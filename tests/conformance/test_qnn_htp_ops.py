@@ -132,8 +132,8 @@ def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, **attrs):
 @pytest.mark.parametrize("arch,act", ARCH_ACT)
 def test_conv_every_accumulator(tmp_path, arch, act):
     """Output channel c sees acc = a + 127 * b for every pair of input codes: its own multiplier M_c
-    (per-channel weight scales: k from -5 to 8) over the whole accumulator range; v68 also adds an
-    int32 bias per channel (v73 refuses per-channel weights with a bias, tested below)."""
+    (per-channel weight scales: k from -5 to 8) over the whole accumulator range, plus an int32 bias per
+    channel (v68 adds the codes; v73 re-quantizes the bias vector, htp.conv_bias_per_channel)."""
     info = np.iinfo(act)
     xz = 128 if act == "uint8" else 0
     a, b = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
@@ -143,7 +143,7 @@ def test_conv_every_accumulator(tmp_path, arch, act):
     ws = (Ms * ys / xs).astype(F)
     w = np.tile(np.array([1, 127], np.int8).reshape(1, 2, 1, 1), (Ms.size, 1, 1, 1))
     rng = np.random.default_rng(7 + (act == "int8"))
-    bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32) if arch in V68_LIKE else None
+    bias = rng.integers(-20000, 20000, Ms.size).astype(np.int32)
     x = ((q - xz) * F(xs)).astype(F)[None, :, None, :]
     jobs = [(_conv_model((1, 2, 1, q.shape[1]), w, ws, bias, xs, xz, ys, yz, act), {"x": x})
             for yz in (int(info.min) + 3, int(rng.integers(int(info.min), int(info.max) + 1)))]
@@ -156,11 +156,7 @@ CONV_LAYERS = [  # (kind, stride, per-channel, bias)
 ]
 
 
-# v73 re-derives a per-channel bias in a way not characterised: those layers are refused there
-# (test_v73_refuses_per_channel_bias); the stride-2 depthwise kernel adds the bias codes as they are
-CONV_CASES = [(arch, act) + c for arch, act in ARCH_ACT for c in CONV_LAYERS
-              if not (arch in V73_LIKE and c[2] and c[3] and (c[0], c[1]) != ("dw", 2))
-              and arch in MAIN]
+CONV_CASES = [(arch, act) + c for arch, act in ARCH_ACT for c in CONV_LAYERS if arch in MAIN]
 
 
 @pytest.mark.parametrize("arch,act,kind,stride,pc,with_bias", CONV_CASES, ids=lambda v: str(v))
@@ -188,10 +184,9 @@ def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
     _check_many(tmp_path, jobs, arch)
 
 
-@pytest.mark.parametrize("arch,op,pc", [("68", op, pc) for op in ("Gemm", "MatMul") for pc in (False, True)]
-                         + [("73", op, False) for op in ("Gemm", "MatMul")])
+@pytest.mark.parametrize("arch,op,pc", [(a, op, pc) for a in MAIN for op in ("Gemm", "MatMul") for pc in (False, True)])
 def test_gemm_matmul(tmp_path, arch, op, pc):
-    """(v73 refuses per-channel Gemm / MatMul weights: not characterised.)"""
+    """Gemm (with an int32 bias) and MatMul, per-tensor and per-channel int8 weights, uint8 and int8."""
     rng = np.random.default_rng(zlib.crc32(repr((op, pc)).encode()))
     B, K, N = 64, 96, 24
     jobs = []
@@ -421,10 +416,16 @@ def _refused(tmp_path, m, scheme: str) -> str:
     return msg
 
 
-def test_v73_refuses_per_channel_bias(tmp_path):
+def test_v73_refuses_a_per_channel_bias_on_another_scale(tmp_path):
+    """The v73 rule reads the bias codes as accumulator units (bias scale s_x * s_w[c], as quantizers
+    write it); a bias on another scale is not measured and refused."""
     m = _conv_model((1, 4, 5, 5), np.ones((8, 4, 1, 1), np.int8), np.linspace(0.01, 0.02, 8).astype(F),
                     np.arange(8, dtype=np.int32), 0.02, 128, 0.01, 128, "uint8")
-    assert "per-channel bias is not characterised" in _refused(tmp_path, m, "qnn-htp-v73")
+    for init in m.graph.initializer:
+        if init.name == "bs":
+            init.CopyFrom(_init(np.full(8, 3e-4, F), "bs", np.float32))
+    assert "bias whose scale is not s_x * s_w" in _refused(tmp_path, m, "qnn-htp-v73")
+    refinterp.Session(refinterp.load(str(tmp_path / "r.onnx")), "qnn-htp-v68")  # v68 adds the codes as they are
 
 
 @pytest.mark.parametrize("arch", ARCHS)

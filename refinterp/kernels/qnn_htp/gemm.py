@@ -6,8 +6,9 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
 * ``htp_v68``: refinterp/quant/htp_ops.py ``conv_requant_v68`` (11-bit multiplier, output zero point
   folded into the accumulator, uint8 domain; int8 moved by 128); the bias codes as they are.
 * ``htp_v73``: refinterp/quant/htp.py ``conv_requant`` (12-bit multiplier, the middle of the dropped
-  bits, zero point after) with the bias re-derived by ``htp.conv_bias``.  Per-channel weights *with*
-  a bias are refused: the HTP's per-channel bias is not characterised (htp.py).
+  bits, zero point after) with the bias re-derived by ``htp.conv_bias`` (per-tensor weights) or
+  ``htp.conv_bias_per_channel`` (per-channel weights: the bias vector re-quantized as a whole; a bias
+  scale other than s_x * s_w[c] is refused there, not measured).
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
@@ -16,7 +17,7 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
 
 Refused at prepare: 16-bit activations or outputs, int8 weights with a zero point other than 0 (not
 measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
-per-channel int8 weights on Gemm / MatMul under v73, Gemm with alpha / beta other than 1, float outputs.
+Gemm with alpha / beta other than 1, float outputs.
 """
 from __future__ import annotations
 
@@ -69,8 +70,6 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     if w.dtype == "uint8" and not dw_strided:
         plan, ws, rh = _symmetric_weights(node, plan, ws, kind)
     per_channel = ws.size > 1
-    if per_channel and kind in ("Gemm", "MatMul") and arch == "v73" and rh is None:
-        raise UnsupportedOpError(f"{where(node)}: per-channel weights on {kind} are not characterised on the HTP")
     mult = np.asarray(plan.mult, np.float64).ravel()
     if per_channel and arch == "v68" and rh is None:
         mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
@@ -87,14 +86,21 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
         form = "dw_s2"  # the same kernel on both archs: the bias codes as they are, uint8 domain
     bias = plan.bias
     if arch == "v73" and bias is not None and form == "conv":
-        # a one-scale layer the HTP re-quantized per channel (rh) takes the per-tensor bias rule per channel
-        if per_channel and rh is None:
-            raise UnsupportedOpError(f"{where(node)}: per-channel weights with a bias: the v73 HTP's per-channel "
-                                     "bias is not characterised (refinterp/quant/htp.py)")
         bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
-        if bs is None or np.asarray(bs).size != 1:
-            raise UnsupportedOpError(f"{where(node)}: the bias has no per-tensor scale")
-        bias = htp.conv_bias(bias, float(np.asarray(bs).ravel()[0]), float(x.quant.scale[0]), ws if per_channel else ws[0])
+        if bs is None or np.asarray(bs).size not in (1, bias.size):
+            raise UnsupportedOpError(f"{where(node)}: the bias has no scale per tensor or per output channel")
+        bs = np.asarray(bs, np.float32).ravel()
+        if per_channel and rh is None:  # per-channel weights: one re-quantization of the whole bias vector
+            acc_scales = (np.float32(x.quant.scale[0]) * ws).astype(np.float32)
+            if not np.array_equal(np.broadcast_to(bs, acc_scales.shape), acc_scales):
+                raise UnsupportedOpError(f"{where(node)}: a per-channel bias whose scale is not s_x * s_w (float32) "
+                                         "is not characterised on the HTP")
+            bias = htp.conv_bias_per_channel(bias, float(x.quant.scale[0]), ws)
+        elif bs.size != 1:
+            raise UnsupportedOpError(f"{where(node)}: a per-channel bias scale with per-tensor weights is not "
+                                     "characterised on the HTP")
+        else:  # a one-scale layer the HTP re-quantized per channel (rh) takes the per-tensor rule per channel
+            bias = htp.conv_bias(bias, float(bs[0]), float(x.quant.scale[0]), ws if per_channel else ws[0])
     if form == "dw_s2":
         params = [htp_ops.dw_stride2_params(float(M)) for M in mult]
     elif arch == "v68":
