@@ -52,6 +52,8 @@ class _Fuser:
     """Fusion over index maps built once (after the activation drop); every fusion updates them, so a
     graph of N nodes is processed in O(N)."""
 
+    QRANGE = _QRANGE  # the stored types a unit may have (a backend's fuser may take more)
+
     def __init__(self, g: Graph, u8_reencode: bool = False) -> None:
         self.g = g
         self.u8 = u8_reencode
@@ -111,7 +113,7 @@ class _Fuser:
             return None
         src = n.inputs[0]
         info = self.tensors.get(src)
-        if info is None or info.dtype not in (*_QRANGE, _BIAS_DTYPE) or (const and info.const is None):
+        if info is None or info.dtype not in (*self.QRANGE, _BIAS_DTYPE) or (const and info.const is None):
             return None
         if info.dtype == _BIAS_DTYPE and not const:
             return None
@@ -130,7 +132,7 @@ class _Fuser:
         q = cons[0]
         out = self.tensors.get(q.outputs[0])
         qp = self._params(q, name)
-        if qp is None or not qp.per_tensor or out is None or out.dtype not in _QRANGE:
+        if qp is None or not qp.per_tensor or out is None or out.dtype not in self.QRANGE:
             return None
         return q, qp
 
@@ -204,7 +206,7 @@ class _Fuser:
             if hit is None:
                 continue
             q, qp = hit
-            lo, hi = _QRANGE[self.tensors[q.outputs[0]].dtype]
+            lo, hi = self.QRANGE[self.tensors[q.outputs[0]].dtype]
             zp, s = int(qp.zero_point[0]), float(qp.scale[0])
             if n.op == "Relu":
                 ok = zp == lo

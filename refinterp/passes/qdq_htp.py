@@ -9,7 +9,7 @@ own QDQ fusion leaves them in float).
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
 HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is
-dequantized; shape / index inputs stay as they are.  8-bit units only, as ``fuse_qdq``.
+dequantized; shape / index inputs stay as they are.  8- and 16-bit units (``fuse_qdq``: 8-bit).
 
 A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as exporters spell it) is one
 more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
@@ -19,7 +19,7 @@ the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from .qdq import _Fuser
+from .qdq import _QRANGE, _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
         "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
@@ -32,6 +32,10 @@ BINARY = ("Sub", "Div")
 
 
 class _HtpFuser(_Fuser):
+    # 16-bit units too: the QNN EP takes them as quantized ops; the HTP kernels run the 16-bit rules
+    # they have (kernels/qnn_htp/gemm.py) and refuse the rest naming the node
+    QRANGE = {**_QRANGE, "uint16": (0, 65535), "int16": (-32768, 32767)}
+
     def may_drop(self, n) -> bool:
         """A Relu between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its table,
         measured: folding it into a requantizing copy rounds through float16 and differs on 6 of 256

@@ -251,6 +251,45 @@ def test_conv_requant_every_accumulator_value(tmp_path, M):
     assert np.array_equal(ours, yq[0, 0, 0].astype(np.int64)), int((ours != yq[0, 0, 0]).sum())
 
 
+def _a16_conv(w, xs, ws, ys, n):
+    """1 x ci x 1 x n uint16 -> Conv(int8 w) -> uint16, zero points 32768, no bias."""
+    inits = [_init(xs, "xs", np.float32), _init(32768, "xz", np.uint16), _init(w, "w", np.int8),
+             _init(ws, "ws", np.float32), _init(0, "wz", np.int8), _init(ys, "ys", np.float32),
+             _init(32768, "yz", np.uint16)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    return _model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, w.shape[1], 1, n])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                   helper.make_tensor_value_info("yq", TP["uint16"], None),
+                   helper.make_tensor_value_info("xq", TP["uint16"], None)])
+
+
+@pytest.mark.parametrize("M", [0.0020106, 0.0072999, 0.026772, 0.122888, 0.545601, 1.37])
+def test_a16_requant_every_input_code(tmp_path, M):
+    """16-bit requantization (htp.conv16_requant): every uint16 input code through four channels whose
+    accumulators reach +-127 * 32768 (weights sized to keep the output in range), so g = A >> 8 covers
+    its whole range; the earlier two-rounding form misses codes at these multipliers."""
+    xs, ws = 1e-4, 0.01
+    ys = float(np.float32(np.float32(xs) * np.float32(ws) / M))
+    top = int(np.clip(30000 / (M * 256 * 128), 1, 127))
+    w = np.array([top, -top, max(1, top // 2), max(1, top // 3)], np.int8).reshape(4, 1, 1, 1)
+    q = np.arange(65536)
+    x = ((q - 32768) * np.float32(xs)).astype(np.float32).reshape(1, 1, 1, -1)
+    yq, xq = run_htp(tmp_path, _a16_conv(w, xs, np.float32(ws), ys, q.size), {"x": x}, ["yq", "xq"])
+    assert np.array_equal(xq.ravel().astype(np.int64), q)
+    g = (w[:, 0, 0, 0].astype(np.int64)[:, None] * (q - 32768)[None, :]) >> 8
+    Mf = float(np.float32(np.float32(np.float32(xs) * np.float32(ws)) / np.float32(ys)))
+    got = yq[0, :, 0, :].astype(np.int64)
+    ours = htp.conv16_requant(g, Mf, 32768, 0, 65535)
+    assert np.array_equal(ours, got), int((ours != got).sum())
+    old = np.clip(np.floor(np.floor(g * Mf * 2.0 ** 16 + 0.5) / 256 + 0.5) + 32768, 0, 65535)
+    assert np.any(old != got) or M > 0.5  # at the largest multipliers |g| is small: both forms agree
+
+
 def test_conv_multiplier_must_be_positive_and_finite():
     for bad in (0.0, -0.1, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="positive finite"):

@@ -9,6 +9,7 @@ from ..tflite.common import where
 
 ARCHS = {"htp_v68": "v68", "htp_v73": "v73"}
 EIGHT_BIT = ("uint8", "int8")
+SIXTEEN_BIT = ("uint16", "int16")
 
 
 def require_8bit(node, tensors, what: str = "8-bit activations") -> None:

@@ -9,13 +9,16 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   bits, zero point after) with the bias re-derived by ``htp.conv_bias`` (per-tensor weights) or
   ``htp.conv_bias_per_channel`` (per-channel weights: the bias vector re-quantized as a whole; a bias
   scale other than s_x * s_w[c] is refused there, not measured).
+* 16-bit activations (v73; uint16 / int16 in and out, constant int8 weights): ``htp.conv16_requant`` on
+  g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256) (htp.py, "16-bit activations"); an int16
+  depthwise Conv (the QNN EP does not take it) and a strided 16-bit depthwise one are refused.
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
   the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
   depthwise kernel takes w - z_w as it is.
 
-Refused at prepare: 16-bit activations or outputs, int8 weights with a zero point other than 0 (not
+Refused at prepare: 16-bit activations on v68, int8 weights with a zero point other than 0 (not
 measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
 Gemm with alpha / beta other than 1, float outputs.
 """
@@ -31,7 +34,7 @@ from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp, htp_ops, htp_weights
 from ..onnxruntime import gemm as ort_gemm
 from ..tflite.common import where
-from .common import ARCHS, htp_kernel, require_8bit, shift_of
+from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,14 @@ class HtpGemmPlan:
     m: np.ndarray  # per output channel: the multiplier (11 / 12 significant bits)
     z: np.ndarray  # v68 / dw_s2: the folded output zero point per channel (uint8 domain); else unused
     shift: int  # 128 for int8 outputs (v68 and dw_s2 compute in the uint8 domain)
-    form: str  # conv (the arch's convolution rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i)
+    form: str  # conv (the arch's rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i) | a16 (16-bit)
 
 
 def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     arch = ARCHS[variant]
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if x is not None and y is not None and x.dtype in SIXTEEN_BIT:
+        return _prepare16(node, ctx, kind, arch)
     require_8bit(node, [x, y])
     if w is None or w.dtype not in ("int8", "uint8"):
         raise UnsupportedOpError(f"{where(node)}: weights of type {getattr(w, 'dtype', None)}: the HTP rules "
@@ -71,7 +76,7 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
         plan, ws, rh = _symmetric_weights(node, plan, ws, kind)
     per_channel = ws.size > 1
     mult = np.asarray(plan.mult, np.float64).ravel()
-    if per_channel and arch == "v68" and rh is None:
+    if per_channel and rh is None:  # both archs through the largest weight scale (v73: measured at 16 bits)
         mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
     form = "conv"
     if dw_strided:  # uint8 weights: w - z_w exactly here, not re-quantized (measured)
@@ -118,6 +123,67 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
 
 
+def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
+    """16-bit activations with int8 weights (htp.py, "16-bit activations"): v73 only, one 16-bit type
+    in and out, symmetric int8 weights; the plan's z holds Z (added to ORT's accumulator to give A), its
+    bias the per-channel term -round_half_up(Z / 256) + trunc(b / 256), k / m the 16-bit (k, mi)."""
+    x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if arch != "v73":
+        raise UnsupportedOpError(f"{where(node)}: 16-bit activations on {arch}: not characterised (v73 only)")
+    if y.dtype != x.dtype:
+        raise UnsupportedOpError(f"{where(node)}: input {x.dtype} and output {y.dtype}: the HTP's 16-bit "
+                                 "convolution is characterised with one 16-bit type in and out")
+    if w is None or w.dtype != "int8" or w.const is None:
+        raise UnsupportedOpError(f"{where(node)}: 16-bit activations are characterised with constant int8 "
+                                 "weights only")
+    if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
+        raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
+    if kind == "DepthwiseConv" and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned
+        raise UnsupportedOpError(f"{where(node)}: an int16 depthwise Conv: the QNN EP does not take it onto the HTP")
+    plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
+    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
+        raise UnsupportedOpError(f"{where(node)}: a strided 16-bit depthwise Conv is not characterised on the HTP "
+                                 "(measured: another kernel)")
+    if plan.dtype == "float32" or np.any(np.asarray(plan.zw) != 0):
+        raise UnsupportedOpError(f"{where(node)}: a float output or int8 weights with a zero point: not "
+                                 "characterised at 16 bits on the HTP")
+    ws = np.asarray(w.quant.scale, np.float32).ravel()
+    wc = np.asarray(w.const).astype(np.int64)
+    axis = 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB else wc.ndim - 1
+    wsum = np.moveaxis(wc, axis, 0).reshape(wc.shape[axis], -1).sum(1)  # every tap, padding included
+    moved = 32768 if x.dtype == "uint16" else 0
+    Z = (plan.zx - moved) * wsum
+    bias = plan.bias
+    if bias is not None:
+        bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
+        if bs is None or np.asarray(bs).size not in (1, bias.size):
+            raise UnsupportedOpError(f"{where(node)}: the bias has no scale per tensor or per output channel")
+        bs = np.asarray(bs, np.float32).ravel()
+        if ws.size > 1:
+            if not np.array_equal(np.broadcast_to(bs, ws.shape), (np.float32(x.quant.scale[0]) * ws).astype(np.float32)):
+                raise UnsupportedOpError(f"{where(node)}: a per-channel bias whose scale is not s_x * s_w (float32) "
+                                         "is not characterised on the HTP")
+            bias = htp.conv_bias_per_channel(bias, float(x.quant.scale[0]), ws)
+        elif bs.size != 1:
+            raise UnsupportedOpError(f"{where(node)}: a per-channel bias scale with per-tensor weights is not "
+                                     "characterised on the HTP")
+        else:
+            bias = htp.conv_bias(bias, float(bs[0]), float(x.quant.scale[0]), float(ws[0]))
+    term = -np.floor(Z / 256 + 0.5).astype(np.int64)
+    if bias is not None:
+        term = term + np.trunc(np.asarray(bias, np.int64) / 256).astype(np.int64)
+    if ws.size > 1:  # through the largest weight scale, as v68 (measured: 0 of 524,288 codes differ;
+        # f32(f32(s_x s_w[c]) / s_y) misses 141 at 22 significant bits)
+        mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
+    else:
+        mult = np.broadcast_to(np.asarray(plan.mult, np.float64).ravel(), wsum.shape)
+    params = [htp.conv16_requant_params(float(M)) for M in mult]
+    k = np.array([p[0] for p in params], np.int64)
+    m = np.array([p[1] for p in params], np.float64)  # mi: exact integers below 2^23
+    bound = np.array([htp.conv16_bound(float(M)) for M in mult], np.int64)
+    return HtpGemmPlan(plan, arch, term, k, m, np.stack([Z, bound]), 0, "a16")
+
+
 def _symmetric_weights(node, plan, ws: np.ndarray, kind: str):
     """(plan, weight scales, rh): one-scale uint8 weights re-quantized to symmetric int8 per output
     channel as the HTP does (htp_weights.py), the plan's weights and multipliers replaced; rh None
@@ -146,6 +212,11 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     def chan(v):
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
+    if p.form == "a16":  # ORT's accumulator + Z = A; g = (A >> 8) + term (htp.py, 16-bit)
+        z, bound = p.z
+        gg = ((acc + chan(z)) >> 8) + chan(p.bias)
+        y = htp.conv16_apply(gg, chan(p.k), chan(p.m.astype(np.int64)), chan(bound), g.zy, g.lo, g.hi)
+        return y.astype(g.dtype)
     if p.bias is not None:
         acc = acc + (chan(p.bias) if g.kind in ("Conv", "DepthwiseConv") else p.bias)
     k, m = chan(p.k), chan(p.m)
