@@ -84,6 +84,27 @@ def mobile_blocks(seed: int = 0) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def residual_blocks(seed: int = 3) -> ModelProto:
+    """mobile_blocks without its pooling: strided conv + ReLU6, inverted residual (1x1 expand + ReLU,
+    depthwise + ReLU, 1x1 project, residual Add), 1x1 conv, Flatten, Gemm -- ops the HTP runs on 16-bit
+    activations."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Conv", [x, b.w("c1_w", (16, 3, 3, 3)), b.w("c1_b", (16,), 0.1)], pads=[1, 1, 1, 1], strides=[2, 2])
+    h = b.op("Clip", [h, b.w("zero", (), value=0.0), b.w("six", (), value=6.0)])
+    r = h
+    h = b.op("Relu", [b.op("Conv", [h, b.w("e_w", (32, 16, 1, 1)), b.w("e_b", (32,), 0.1)])])
+    h = b.op("Relu", [b.op("Conv", [h, b.w("dw_w", (32, 1, 3, 3)), b.w("dw_b", (32,), 0.1)], group=32,
+                           pads=[1, 1, 1, 1])])
+    h = b.op("Add", [b.op("Conv", [h, b.w("p_w", (16, 32, 1, 1)), b.w("p_b", (16,), 0.1)]), r])
+    h = b.op("Conv", [h, b.w("q_w", (4, 16, 1, 1)), b.w("q_b", (4,), 0.1)], strides=[2, 2])
+    f = b.op("Flatten", [h], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 4 * 8 * 8)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("residual_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def swish_se_blocks(seed: int = 2) -> ModelProto:
     """EfficientNet-style: conv + SiLU (x * Sigmoid(x)), depthwise + SiLU, a squeeze-excitation gate
     (GAP, 1x1 conv + SiLU, 1x1 conv + Sigmoid, Mul broadcast over H x W), 1x1 projection, a Mul by a

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
 
@@ -285,6 +286,46 @@ def test_a16_gemm_matmul(tmp_path, act, op, pc):
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
     _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, "73")
+
+
+@pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint16", "int16")])
+def test_a16_add(tmp_path, arch, act):
+    """Add of two 16-bit tensors (htp_ops.add16_params): random code pairs at 6 scale / zero-point sets
+    (ratios 0.1 .. 10, output scales above both, zero-point terms odd and even) and one broadcast."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(zlib.crc32(repr(("a16add", act)).encode()))
+    jobs, odd = [], 0
+    for trial in range(7):
+        s1 = float(F(10 ** rng.uniform(-4, -2)))
+        s2 = float(F(s1 * 10 ** rng.uniform(-1, 1)))
+        sy = float(F(max(s1, s2) * 10 ** rng.uniform(0, 0.6)))
+        z1, z2, zy = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(3))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        i2, n2 = _qdq_in("b", s2, z2, act)
+        io, no = _qdq_out("s", "y", sy, zy, act)
+        shape_b = [1, 1 << 15] if trial < 6 else [1, 1]  # the last one broadcasts b
+        m = _model(n1 + n2 + [helper.make_node("Add", ["a_d", "b_d"], ["s"])] + no, i1 + i2 + io,
+                   [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 1 << 15]),
+                    helper.make_tensor_value_info("b", TensorProto.FLOAT, shape_b)],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        qa = rng.integers(int(info.min), int(info.max) + 1, (1, 1 << 15))
+        qb = rng.integers(int(info.min), int(info.max) + 1, shape_b)
+        jobs.append((m, {"a": ((qa - z1) * F(s1)).astype(F), "b": ((qb - z2) * F(s2)).astype(F)}))
+        m1, m2 = float(F(F(s1) / F(sy))), float(F(F(s2) / F(sy)))
+        _, j1, j2, _ = htp_ops.add16_params(m1, m2, z1, z2, zy)
+        odd += (z1 * j1 + z2 * j2) % 2
+    assert 0 < odd < 7  # both parities of the zero-point term (the evened offset)
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_a16_add_refusals(tmp_path):
+    i1, n1 = _qdq_in("a", 0.001, 32768, "uint16")
+    n1.append(helper.make_node("Add", ["a_d", "c"], ["s"]))
+    i1 += [_init(np.float32(0.5), "c", np.float32)]
+    io, no = _qdq_out("s", "y", 0.002, 32768, "uint16")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "not characterised" in _refused(tmp_path, m, "qnn-htp-v73")  # a float constant: no QDQ unit
 
 
 def test_a16_depthwise_refusals(tmp_path):
@@ -570,15 +611,15 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "AveragePool" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     # 16-bit activations ("a16w8"): the convolution family is characterised on v73 (test_a16_conv_layers),
-    # not on v68; other 16-bit ops are refused on both, naming the node
+    # not on v68; 16-bit ops without a rule (Sub here) are refused on both, naming the node
     m16 = _conv_model((1, 4, 5, 5), np.ones((8, 4, 1, 1), np.int8), F(0.01), None, 0.001, 32768, 0.002, 32768,
                       "uint16")
     if arch in V68_LIKE:
         assert "16-bit activations on v68" in _refused(tmp_path, m16, f"qnn-htp-v{arch}")
     i1, n1 = _qdq_in("a", 0.001, 32768, "uint16")
     i2, n2 = _qdq_in("b", 0.002, 32768, "uint16")
-    n1 += n2 + [helper.make_node("Add", ["a_d", "b_d"], ["s"])]
+    n1 += n2 + [helper.make_node("Sub", ["a_d", "b_d"], ["s"])]
     io, no = _qdq_out("s", "y", 0.003, 32768, "uint16")
     m = _model(n1 + no, i1 + i2 + io, [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in "ab"],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    assert "uint16" in (msg := _refused(tmp_path, m, f"qnn-htp-v{arch}")) and "Add" in msg
+    assert "uint16" in (msg := _refused(tmp_path, m, f"qnn-htp-v{arch}")) and "Sub" in msg

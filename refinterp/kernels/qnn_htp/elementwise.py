@@ -1,4 +1,5 @@
-"""HTP element-wise Add, Sub and Mul on 8-bit activations (v68 and v73 compute them alike):
+"""HTP element-wise Add, Sub and Mul on 8-bit activations, and Add of two 16-bit tensors
+(``htp_ops.add16_params``; constants and mixed types refused at 16 bits), v68 and v73 alike:
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
@@ -26,7 +27,7 @@ import numpy as np
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp, htp_ops
 from ..tflite.common import qparams, qrange, where
-from .common import ARCHS, htp_kernel, require_8bit, shift_of
+from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,29 @@ class HtpConstPlan:
 
 
 def _add_prepare(node, ctx):
+    if any(t is not None and t.dtype in SIXTEEN_BIT for t in (*ctx.inputs[:2], *ctx.outputs[:1])):
+        return _add16_prepare(node, ctx)
     return _const_prepare(node, ctx, 1) or _prepare(node, ctx, htp_ops.add_params, 1)
+
+
+def _add16_prepare(node, ctx) -> HtpAddPlan:
+    """Add of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors"); a one-element constant operand
+    and mixed types are not characterised at 16 bits."""
+    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if len({a.dtype, b.dtype, c.dtype}) != 1 or c.dtype not in SIXTEEN_BIT:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit Add with types {sorted({a.dtype, b.dtype, c.dtype})} "
+                                 "is not characterised on the HTP")
+    if _const_operand(ctx) is not None:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit Add with a one-element constant is not characterised "
+                                 "on the HTP")
+    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
+    f32 = np.float32
+    try:
+        params = htp_ops.add16_params(float(f32(sa / sc)), float(f32(sb / sc)), za, zb, zc)
+    except ValueError as e:
+        raise UnsupportedOpError(f"{where(node)}: {e}") from None
+    lo, hi = qrange(c.dtype)
+    return HtpAddPlan(params, 0, lo, hi, c.dtype)
 
 
 def _sub_prepare(node, ctx):
@@ -111,6 +134,8 @@ def _run(p, a, b):
     if isinstance(p, HtpConstPlan):
         x = np.broadcast_arrays(np.asarray((a, b)[p.other]), np.asarray((a, b)[1 - p.other]))[0]
         return p.table[x.astype(np.int64) - p.lo]
+    if p.dtype in SIXTEEN_BIT:
+        return htp_ops.add16(*np.broadcast_arrays(np.asarray(a), np.asarray(b)), p.params, p.lo, p.hi).astype(p.dtype)
     a, b = np.broadcast_arrays(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift)
     return np.clip(htp_ops.add_u8(a, b, p.params) - p.shift, p.lo, p.hi).astype(p.dtype)
 
