@@ -318,6 +318,42 @@ def test_a16_add(tmp_path, arch, act):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch", MAIN)
+def test_a16_global_average_pool(tmp_path, arch):
+    """GlobalAveragePool on uint16 takes the 8-bit window-average rule (htp_ops.average): windows of 4 to
+    56 cells, 512 channels each, codes spread around a per-channel centre so the means cover the range."""
+    rng = np.random.default_rng(zlib.crc32(repr(("a16gap", arch)).encode()))
+    jobs = []
+    for hw in ((2, 2), (4, 5), (3, 8), (7, 7), (7, 8)):
+        xs = float(F(10 ** rng.uniform(-4, -2)))
+        ys = float(F(xs * 10 ** rng.uniform(-0.5, 0.5)))
+        xz, yz = (int(rng.integers(0, 65536)) for _ in range(2))
+        i1, n1 = _qdq_in("x", xs, xz, "uint16")
+        n1.append(helper.make_node("GlobalAveragePool", ["x_d"], ["p"]))
+        io, no = _qdq_out("p", "y", ys, yz, "uint16")
+        shape = [1, 512, *hw]
+        m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        q = np.clip(rng.integers(0, 65536, (1, 512, 1, 1)) + rng.integers(-3000, 3000, shape), 0, 65535)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_a16_int16_global_average_pool_is_refused_as_the_qnn_ep_refuses_it(tmp_path):
+    i1, n1 = _qdq_in("x", 0.001, 0, "int16")
+    n1.append(helper.make_node("GlobalAveragePool", ["x_d"], ["p"]))
+    io, no = _qdq_out("p", "y", 0.001, 0, "int16")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "int16 GlobalAveragePool" in _refused(tmp_path, m, "qnn-htp-v73")
+    p, f = tmp_path / "gap16.onnx", tmp_path / "gap16.npz"
+    p.write_bytes(m.SerializeToString())
+    np.savez(f, x=np.zeros((1, 8, 4, 4), np.float32))
+    r = subprocess.run([sys.executable, str(ORACLE), str(p), str(f), str(tmp_path / "o.npz"), "73"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "not selected by that EP" in r.stderr, r.stderr[-500:]
+
+
 def test_a16_add_refusals(tmp_path):
     i1, n1 = _qdq_in("a", 0.001, 32768, "uint16")
     n1.append(helper.make_node("Add", ["a_d", "c"], ["s"]))

@@ -1,7 +1,8 @@
 """HTP pooling on 8-bit activations (v68 and v73 alike):
 
 * GlobalAveragePool: refinterp/quant/htp_ops.py ``average`` -- the exact window sum times a 15-bit
-  fixed-point s_x / (s_y * n), rounded half up, zero point after.
+  fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16 (measured; int16:
+  the QNN EP does not take it, refused).
 * MaxPool: the maximum of the stored codes; with other output parameters and no padding the max is
   then requantized as the HTP's data movement does (kernels/qnn_htp/shape.py ``requant_table``: a
   monotone table, so it commutes with the max).  A padded MaxPool that requantizes is refused (with
@@ -32,7 +33,11 @@ from .shape import apply_table, requant_table
 
 
 def _gap_prepare(node, ctx) -> ort_pool.AvgPoolPlan:
-    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    if x is not None and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned (the session fails)
+        raise UnsupportedOpError(f"{where(node)}: an int16 GlobalAveragePool: the QNN EP does not take it onto the HTP")
+    if x is None or y is None or x.dtype != "uint16" or y.dtype != "uint16":
+        require_8bit(node, [x, y])  # 8-bit, or uint16 in and out (the same rule, measured)
     return ort_pool.gap_prepare(node, ctx)
 
 
