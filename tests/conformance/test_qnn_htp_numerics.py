@@ -35,6 +35,17 @@ def run_htp(tmp_path: Path, model, feeds: dict[str, np.ndarray], outputs: list[s
         return [f[n] for n in outputs]
 
 
+def run_htp_batch(tmp_path: Path, manifest: list) -> None:
+    """Run [model, feeds, out, arch, names] jobs in one emulator subprocess; an abort is a finding."""
+    import json
+    (tmp_path / "jobs.json").write_text(json.dumps(manifest))
+    r = subprocess.run([sys.executable, str(ORACLE), "--batch", str(tmp_path / "jobs.json")],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode < 0:
+        pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode})")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def _model(nodes, inits, inputs, outputs):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
@@ -194,7 +205,6 @@ def test_per_channel_bias(tmp_path):
     scale with largest biases 121 .. 4096 (the known band of codes moved toward zero at 128; nothing
     moves at 127), two weight scales, biases up to 2^20, random per-channel scales.  The per-tensor rule
     applied per channel is wrong on 1,021 of them."""
-    import json
     F = np.float32
     xs, jobs, expected, naive_wrong, total = 0.02, [], [], 0, 0
     for i, (bias, ws, w) in enumerate(_bias_layers()):
@@ -217,12 +227,7 @@ def test_per_channel_bias(tmp_path):
         want = np.array([htp.conv_requant(np.array([a + r]), M, 128, 0, 255)[0] for a, r, M in zip(acc, rule, Ms)])
         alt = np.array([htp.conv_requant(np.array([a + r]), M, 128, 0, 255)[0] for a, r, M in zip(acc, naive, Ms)])
         expected.append((want, alt))
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    r = subprocess.run([sys.executable, str(ORACLE), "--batch", str(tmp_path / "jobs.json")],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode < 0:
-        pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode})")
-    assert r.returncode == 0, r.stderr[-2000:]
+    run_htp_batch(tmp_path, jobs)
     for (mp, _, op, _, _), (want, alt) in zip(jobs, expected):
         with np.load(op, allow_pickle=False) as f:
             got = f["yq"].ravel().astype(np.int64)

@@ -4,7 +4,6 @@ emulator equals refinterp's Session under the scheme, code for code.  The emulat
 subprocess (_qnn_oracle.py)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import zlib
@@ -18,7 +17,7 @@ import refinterp
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp_ops
 
-from tests.conformance.test_qnn_htp_numerics import _init, _model
+from tests.conformance.test_qnn_htp_numerics import _init, _model, run_htp_batch
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -62,12 +61,7 @@ def _htp_many(tmp_path, jobs: list[tuple], arch: str) -> list[dict[str, np.ndarr
         mp.write_bytes(_with_outputs(m, _q_outputs(m)).SerializeToString())
         np.savez(fp, **feeds)
         manifest.append([str(mp), str(fp), str(op), arch, _q_outputs(m)])
-    (tmp_path / "jobs.json").write_text(json.dumps(manifest))
-    r = subprocess.run([sys.executable, str(ORACLE), "--batch", str(tmp_path / "jobs.json")],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode < 0:
-        pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode})")
-    assert r.returncode == 0, r.stderr[-2000:]
+    run_htp_batch(tmp_path, manifest)
     outs = []
     for _, _, op, _, names in manifest:
         with np.load(op, allow_pickle=False) as f:
@@ -185,41 +179,47 @@ def test_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias, seed=0):
     _check_many(tmp_path, jobs, arch)
 
 
+def _gemm_job(rng, act: str, op: str, pc: bool):
+    """(model, feeds) of a 64 x 96 -> 24 Gemm (with an int32 bias) or MatMul on ``act`` activations,
+    per-tensor or per-channel int8 weights; 16-bit ones with smaller input scales, larger biases and the
+    output zero point away from the rails (int16: symmetric input)."""
+    B, K, N = 64, 96, 24
+    info = np.iinfo(act)
+    wide = info.bits == 16
+    xs, ws0 = float(F(10 ** rng.uniform(*((-5, -3) if wide else (-3, -1))))), float(F(10 ** rng.uniform(-3, -1)))
+    ws = (F(ws0) * rng.uniform(0.3, 3.0, N)).astype(F) if pc else F(ws0)
+    ys = float(F(xs * float(np.max(ws)) * 40 * (128 if wide else 1) / 10 ** rng.uniform(-1, 1)))
+    xz = 0 if act == "int16" else int(rng.integers(int(info.min), int(info.max) + 1))
+    yz = int(rng.integers(int(info.min) // 2, int(info.max) // 2)) if wide else int(rng.integers(int(info.min), int(info.max) + 1))
+    inits, nodes = _qdq_in("x", xs, xz, act)
+    zw = np.zeros(N, np.int8) if pc else 0
+    if op == "Gemm":
+        w = rng.integers(-127, 128, (N, K)).astype(np.int8)
+        bias = rng.integers(*((-2 ** 22, 2 ** 22) if wide else (-5000, 5000)), N).astype(np.int32)
+        bs = (F(xs) * np.asarray(ws, F)).astype(F)
+        inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8),
+                  _init(bias, "b", np.int32), _init(bs, "bs", np.float32),
+                  _init(np.zeros(N, np.int32) if pc else 0, "bz", np.int32)]
+        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+                  helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+                  helper.make_node("Gemm", ["x_d", "wd", "bd"], ["c"], transB=1)]
+    else:
+        w = rng.integers(-127, 128, (K, N)).astype(np.int8)
+        inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8)]
+        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
+                  helper.make_node("MatMul", ["x_d", "wd"], ["c"])]
+    i2, n2 = _qdq_out("c", "y", ys, yz, act)
+    m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
+    return m, {"x": ((q - xz) * F(xs)).astype(F)}
+
+
 @pytest.mark.parametrize("arch,op,pc", [(a, op, pc) for a in MAIN for op in ("Gemm", "MatMul") for pc in (False, True)])
 def test_gemm_matmul(tmp_path, arch, op, pc):
     """Gemm (with an int32 bias) and MatMul, per-tensor and per-channel int8 weights, uint8 and int8."""
     rng = np.random.default_rng(zlib.crc32(repr((op, pc)).encode()))
-    B, K, N = 64, 96, 24
-    jobs = []
-    for act in ("uint8", "int8"):
-        info = np.iinfo(act)
-        xs, ws0 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
-        ws = (F(ws0) * rng.uniform(0.3, 3.0, N)).astype(F) if pc else F(ws0)
-        ys = float(F(xs * float(np.max(ws)) * 40 / 10 ** rng.uniform(-1, 1)))
-        xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
-        inits, nodes = _qdq_in("x", xs, xz, act)
-        zw = np.zeros(N, np.int8) if pc else 0
-        if op == "Gemm":
-            w = rng.integers(-127, 128, (N, K)).astype(np.int8)
-            bias = rng.integers(-5000, 5000, N).astype(np.int32)
-            bs = (F(xs) * np.asarray(ws, F)).astype(F)
-            inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8),
-                      _init(bias, "b", np.int32), _init(bs, "bs", np.float32),
-                      _init(np.zeros(N, np.int32) if pc else 0, "bz", np.int32)]
-            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
-                      helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
-                      helper.make_node("Gemm", ["x_d", "wd", "bd"], ["c"], transB=1)]
-        else:
-            w = rng.integers(-127, 128, (K, N)).astype(np.int8)
-            inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8)]
-            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
-                      helper.make_node("MatMul", ["x_d", "wd"], ["c"])]
-        i2, n2 = _qdq_out("c", "y", ys, yz, act)
-        m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
-                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-        q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
-        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
-    _check_many(tmp_path, jobs, arch)
+    _check_many(tmp_path, [_gemm_job(rng, act, op, pc) for act in ("uint8", "int8")], arch)
 
 
 # -- 16-bit activations (a16w8): the convolution family on v73 ---------------------------------------
@@ -256,36 +256,7 @@ def test_a16_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias):
 @pytest.mark.parametrize("act,op,pc", [(act, op, pc) for act in ("uint16", "int16") for op in ("Gemm", "MatMul")
                                        for pc in (False, True)])
 def test_a16_gemm_matmul(tmp_path, act, op, pc):
-    rng = np.random.default_rng(zlib.crc32(repr((op, pc, act)).encode()))
-    B, K, N = 64, 96, 24
-    info = np.iinfo(act)
-    xs, ws0 = float(F(10 ** rng.uniform(-5, -3))), float(F(10 ** rng.uniform(-3, -1)))
-    ws = (F(ws0) * rng.uniform(0.3, 3.0, N)).astype(F) if pc else F(ws0)
-    ys = float(F(xs * float(np.max(ws)) * 40 * 128 / 10 ** rng.uniform(-1, 1)))
-    xz = int(rng.integers(int(info.min), int(info.max) + 1)) if act == "uint16" else 0
-    yz = int(rng.integers(int(info.min) // 2, int(info.max) // 2))
-    inits, nodes = _qdq_in("x", xs, xz, act)
-    zw = np.zeros(N, np.int8) if pc else 0
-    if op == "Gemm":
-        w = rng.integers(-127, 128, (N, K)).astype(np.int8)
-        bias = rng.integers(-2 ** 22, 2 ** 22, N).astype(np.int32)
-        bs = (F(xs) * np.asarray(ws, F)).astype(F)
-        inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8),
-                  _init(bias, "b", np.int32), _init(bs, "bs", np.float32),
-                  _init(np.zeros(N, np.int32) if pc else 0, "bz", np.int32)]
-        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
-                  helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
-                  helper.make_node("Gemm", ["x_d", "wd", "bd"], ["c"], transB=1)]
-    else:
-        w = rng.integers(-127, 128, (K, N)).astype(np.int8)
-        inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32), _init(zw, "wz", np.int8)]
-        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=1),
-                  helper.make_node("MatMul", ["x_d", "wd"], ["c"])]
-    i2, n2 = _qdq_out("c", "y", ys, yz, act)
-    m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
-               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    q = rng.integers(int(info.min), int(info.max) + 1, (B, K))
-    _check(tmp_path, m, {"x": ((q - xz) * F(xs)).astype(F)}, "73")
+    _check(tmp_path, *_gemm_job(np.random.default_rng(zlib.crc32(repr((op, pc, act)).encode())), act, op, pc), "73")
 
 
 @pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint16", "int16")])

@@ -91,21 +91,7 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
         form = "dw_s2"  # the same kernel on both archs: the bias codes as they are, uint8 domain
     bias = plan.bias
     if arch == "v73" and bias is not None and form == "conv":
-        bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
-        if bs is None or np.asarray(bs).size not in (1, bias.size):
-            raise UnsupportedOpError(f"{where(node)}: the bias has no scale per tensor or per output channel")
-        bs = np.asarray(bs, np.float32).ravel()
-        if per_channel and rh is None:  # per-channel weights: one re-quantization of the whole bias vector
-            acc_scales = (np.float32(x.quant.scale[0]) * ws).astype(np.float32)
-            if not np.array_equal(np.broadcast_to(bs, acc_scales.shape), acc_scales):
-                raise UnsupportedOpError(f"{where(node)}: a per-channel bias whose scale is not s_x * s_w (float32) "
-                                         "is not characterised on the HTP")
-            bias = htp.conv_bias_per_channel(bias, float(x.quant.scale[0]), ws)
-        elif bs.size != 1:
-            raise UnsupportedOpError(f"{where(node)}: a per-channel bias scale with per-tensor weights is not "
-                                     "characterised on the HTP")
-        else:  # a one-scale layer the HTP re-quantized per channel (rh) takes the per-tensor rule per channel
-            bias = htp.conv_bias(bias, float(bs[0]), float(x.quant.scale[0]), ws if per_channel else ws[0])
+        bias = _htp_bias(node, ctx, bias, ws, per_channel and rh is None)
     if form == "dw_s2":
         params = [htp_ops.dw_stride2_params(float(M)) for M in mult]
     elif arch == "v68":
@@ -121,6 +107,27 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     else:
         z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
+
+
+def _htp_bias(node, ctx, bias: np.ndarray, ws: np.ndarray, per_channel: bool) -> np.ndarray:
+    """The int32 bias the v73 HTP adds (htp.py): per-channel weights re-quantize the whole vector
+    (``conv_bias_per_channel``, the bias scale s_x * s_w[c] only), per-tensor ones -- and one-scale
+    layers the HTP re-quantized per channel (uint8 weights) -- truncate each code (``conv_bias``)."""
+    x = ctx.inputs[0]
+    bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
+    if bs is None or np.asarray(bs).size not in (1, bias.size):
+        raise UnsupportedOpError(f"{where(node)}: the bias has no scale per tensor or per output channel")
+    bs = np.asarray(bs, np.float32).ravel()
+    xs = float(x.quant.scale[0])
+    if per_channel:
+        if not np.array_equal(np.broadcast_to(bs, ws.shape), (np.float32(xs) * ws).astype(np.float32)):
+            raise UnsupportedOpError(f"{where(node)}: a per-channel bias whose scale is not s_x * s_w (float32) "
+                                     "is not characterised on the HTP")
+        return htp.conv_bias_per_channel(bias, xs, ws)
+    if bs.size != 1:
+        raise UnsupportedOpError(f"{where(node)}: a per-channel bias scale with per-tensor weights is not "
+                                 "characterised on the HTP")
+    return htp.conv_bias(bias, float(bs[0]), xs, ws if ws.size > 1 else ws[0])
 
 
 def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
@@ -155,20 +162,7 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     Z = (plan.zx - moved) * wsum
     bias = plan.bias
     if bias is not None:
-        bs = ctx.inputs[2].quant.scale if ctx.inputs[2].quant is not None else None
-        if bs is None or np.asarray(bs).size not in (1, bias.size):
-            raise UnsupportedOpError(f"{where(node)}: the bias has no scale per tensor or per output channel")
-        bs = np.asarray(bs, np.float32).ravel()
-        if ws.size > 1:
-            if not np.array_equal(np.broadcast_to(bs, ws.shape), (np.float32(x.quant.scale[0]) * ws).astype(np.float32)):
-                raise UnsupportedOpError(f"{where(node)}: a per-channel bias whose scale is not s_x * s_w (float32) "
-                                         "is not characterised on the HTP")
-            bias = htp.conv_bias_per_channel(bias, float(x.quant.scale[0]), ws)
-        elif bs.size != 1:
-            raise UnsupportedOpError(f"{where(node)}: a per-channel bias scale with per-tensor weights is not "
-                                     "characterised on the HTP")
-        else:
-            bias = htp.conv_bias(bias, float(bs[0]), float(x.quant.scale[0]), float(ws[0]))
+        bias = _htp_bias(node, ctx, bias, ws, ws.size > 1)
     term = -np.floor(Z / 256 + 0.5).astype(np.int64)
     if bias is not None:
         term = term + np.trunc(np.asarray(bias, np.int64) / 256).astype(np.int64)
