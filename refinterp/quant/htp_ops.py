@@ -257,17 +257,15 @@ def sub_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, in
 
 
 def add16(q1: np.ndarray, q2: np.ndarray, params: tuple[int, int, int, int], qmin: int, qmax: int) -> np.ndarray:
-    """Raw 16-bit codes in, codes out (int64); |q i| < 2^16 * 2^15: exact in int64."""
+    """(q1 i1 + q2 i2 + K) >> p on raw codes, clamped (int64); |q| < 2^16, i < 2^15: exact in int64."""
     p, i1, i2, k = params
     v = np.asarray(q1, np.int64) * i1 + np.asarray(q2, np.int64) * i2 + k
     return np.clip(v >> p, qmin, qmax)
 
 
 def add_u8(q1: np.ndarray, q2: np.ndarray, params: tuple[int, int, int, int]) -> np.ndarray:
-    """Raw uint8 codes in, uint8 codes out (int64); q * i < 2^8 * 2^14: exact in int64."""
-    p, i1, i2, k = params
-    v = np.asarray(q1, np.int64) * i1 + np.asarray(q2, np.int64) * i2 + k
-    return np.clip(v >> p, 0, 255)
+    """Raw uint8 codes in, uint8 codes out (int64): ``add16``'s form on the uint8 range."""
+    return add16(q1, q2, params, 0, 255)
 
 
 def _round_half_up(x: float) -> int:

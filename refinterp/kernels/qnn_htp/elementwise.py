@@ -57,21 +57,10 @@ def _add_prepare(node, ctx):
 def _add16_prepare(node, ctx) -> HtpAddPlan:
     """Add of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors"); a one-element constant operand
     and mixed types are not characterised at 16 bits."""
-    a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if len({a.dtype, b.dtype, c.dtype}) != 1 or c.dtype not in SIXTEEN_BIT:
-        raise UnsupportedOpError(f"{where(node)}: a 16-bit Add with types {sorted({a.dtype, b.dtype, c.dtype})} "
-                                 "is not characterised on the HTP")
     if _const_operand(ctx) is not None:
         raise UnsupportedOpError(f"{where(node)}: a 16-bit Add with a one-element constant is not characterised "
                                  "on the HTP")
-    (sa, za), (sb, zb), (sc, zc) = qparams(a, node, "A"), qparams(b, node, "B"), qparams(c, node, "C")
-    f32 = np.float32
-    try:
-        params = htp_ops.add16_params(float(f32(sa / sc)), float(f32(sb / sc)), za, zb, zc)
-    except ValueError as e:
-        raise UnsupportedOpError(f"{where(node)}: {e}") from None
-    lo, hi = qrange(c.dtype)
-    return HtpAddPlan(params, 0, lo, hi, c.dtype)
+    return _prepare(node, ctx, htp_ops.add16_params, 1, bits=16)
 
 
 def _sub_prepare(node, ctx):
@@ -108,11 +97,17 @@ def _const_prepare(node, ctx, sign: int) -> HtpConstPlan | None:
     return _float_path(node, ctx, k, (lambda x, c: x - c) if k == 1 else (lambda x, c: c - x))
 
 
-def _operands(node, ctx):
-    """((s_a, z_a), (s_b, z_b), (s_c, z_c)) of a two-input 8-bit HTP unit whose tensors share one type
-    (refused otherwise), with the uint8-domain shift and the output's code range."""
+def _operands(node, ctx, bits: int = 8):
+    """((s_a, z_a), (s_b, z_b), (s_c, z_c)) of a two-input HTP unit whose tensors share one 8-bit (or,
+    with ``bits`` 16, one 16-bit) type (refused otherwise), with the uint8-domain shift (16-bit: none)
+    and the output's code range."""
     a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    require_8bit(node, [a, b, c])
+    if bits == 16:
+        if c.dtype not in SIXTEEN_BIT:
+            raise UnsupportedOpError(f"{where(node)}: a {c.dtype} output of a 16-bit {node.op} is not characterised "
+                                     "on the HTP")
+    else:
+        require_8bit(node, [a, b, c])
     dts = {a.dtype, b.dtype, c.dtype}
     if len(dts) != 1:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types {sorted(dts)} are not characterised")
@@ -120,8 +115,8 @@ def _operands(node, ctx):
     return qs, shift_of(c.dtype), qrange(c.dtype)
 
 
-def _prepare(node, ctx, params_of, sign: int) -> HtpAddPlan:
-    ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
+def _prepare(node, ctx, params_of, sign: int, bits: int = 8) -> HtpAddPlan:
+    ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx, bits)
     f32 = np.float32
     try:
         p, i1, i2, k = params_of(float(f32(sa / sc)), float(f32(sb / sc)), za + sh, zb + sh, zc + sh)

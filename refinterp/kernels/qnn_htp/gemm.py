@@ -44,22 +44,24 @@ class HtpGemmPlan:
     bias: np.ndarray | None  # int64 per output channel, as the HTP adds it
     k: np.ndarray  # per output channel: the accumulator shift
     m: np.ndarray  # per output channel: the multiplier (11 / 12 significant bits)
-    z: np.ndarray  # v68 / dw_s2: the folded output zero point per channel (uint8 domain); else unused
+    z: np.ndarray  # v68 / dw_s2: the folded output zero point per channel (uint8 domain); a16: Z; else unused
     shift: int  # 128 for int8 outputs (v68 and dw_s2 compute in the uint8 domain)
-    form: str  # conv (the arch's rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i) | a16 (16-bit)
+    form: str  # conv (the arch's rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i) | a16 (16-bit:
+    #            m holds the integer mi, bias the term added to A >> 8)
+    bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound)
 
 
 def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     arch = ARCHS[variant]
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
+        raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
     if x is not None and y is not None and x.dtype in SIXTEEN_BIT:
         return _prepare16(node, ctx, kind, arch)
     require_8bit(node, [x, y])
     if w is None or w.dtype not in ("int8", "uint8"):
         raise UnsupportedOpError(f"{where(node)}: weights of type {getattr(w, 'dtype', None)}: the HTP rules "
                                  "here are measured with 8-bit weights only")
-    if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
-        raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
     if plan.dtype == "float32":
         raise UnsupportedOpError(f"{where(node)}: a float output of a quantized GEMM is not characterised on the HTP")
@@ -133,7 +135,7 @@ def _htp_bias(node, ctx, bias: np.ndarray, ws: np.ndarray, per_channel: bool) ->
 def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     """16-bit activations with int8 weights (htp.py, "16-bit activations"): v73 only, one 16-bit type
     in and out, symmetric int8 weights; the plan's z holds Z (added to ORT's accumulator to give A), its
-    bias the per-channel term -round_half_up(Z / 256) + trunc(b / 256), k / m the 16-bit (k, mi)."""
+    bias the per-channel term -round_half_up(Z / 256) + trunc(b / 256), k / m / bound the 16-bit rule's."""
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if arch != "v73":
         raise UnsupportedOpError(f"{where(node)}: 16-bit activations on {arch}: not characterised (v73 only)")
@@ -143,8 +145,6 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     if w is None or w.dtype != "int8" or w.const is None:
         raise UnsupportedOpError(f"{where(node)}: 16-bit activations are characterised with constant int8 "
                                  "weights only")
-    if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
-        raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
     if kind == "DepthwiseConv" and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 depthwise Conv: the QNN EP does not take it onto the HTP")
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
@@ -173,9 +173,9 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
         mult = np.broadcast_to(np.asarray(plan.mult, np.float64).ravel(), wsum.shape)
     params = [htp.conv16_requant_params(float(M)) for M in mult]
     k = np.array([p[0] for p in params], np.int64)
-    m = np.array([p[1] for p in params], np.float64)  # mi: exact integers below 2^23
+    mi = np.array([p[1] for p in params], np.int64)
     bound = np.array([htp.conv16_bound(float(M)) for M in mult], np.int64)
-    return HtpGemmPlan(plan, arch, term, k, m, np.stack([Z, bound]), 0, "a16")
+    return HtpGemmPlan(plan, arch, term, k, mi, Z, 0, "a16", bound)
 
 
 def _symmetric_weights(node, plan, ws: np.ndarray, kind: str):
@@ -207,9 +207,8 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
     if p.form == "a16":  # ORT's accumulator + Z = A; g = (A >> 8) + term (htp.py, 16-bit)
-        z, bound = p.z
-        gg = ((acc + chan(z)) >> 8) + chan(p.bias)
-        y = htp.conv16_apply(gg, chan(p.k), chan(p.m.astype(np.int64)), chan(bound), g.zy, g.lo, g.hi)
+        gg = ((acc + chan(p.z)) >> 8) + chan(p.bias)
+        y = htp.conv16_apply(gg, chan(p.k), chan(p.m), chan(p.bound), g.zy, g.lo, g.hi)
         return y.astype(g.dtype)
     if p.bias is not None:
         acc = acc + (chan(p.bias) if g.kind in ("Conv", "DepthwiseConv") else p.bias)
