@@ -92,6 +92,23 @@ Sub (v68 and v73 identical), M_i = f32(s_i / s_y)::
     p = 16 on 2, an offset rounded half up on 2 (both ties).  Where K >= 2^23 (zp_y near 255 with
     p = 15) every output is 0 (the offset wraps, 2 of 2 sets): refused.
 
+Sub of 16-bit tensors (uint16 and int16 alike; v68 and v73 identical), M_i = f32(s_i / s_y)::
+
+    p  = min(16, 15 - e)                        e: the binary exponent of max(M_1, M_2)
+    i_j = floor(M_j * 2^p + 1/2)
+    K  = zp_y * 2^p + 2^(p-1) - 2 * floor((zp_1 * i_1 - zp_2 * i_2) / 2)    as Add's, i_2 negated
+    y  = clamp((q_1 * i_1 - q_2 * i_2 + K) >> p)
+
+    Evidence: 16-bit Add's rule with i_2 negated and p capped at 16 (as the 8-bit Sub caps p at 15):
+    random code pairs at 50 scale / zero-point sets (M_j 0.0004 .. 3, p 13 .. 16, uint16 and int16),
+    v68 and v73: 0 differences where the offset fits (below); Add's uncapped p misses 470-1,116 codes
+    in 8,192 wherever it would exceed 16.  The offset is held in 32 bits: with codes and zero points
+    moved to the int16 range (z' = zp - 32768 on uint16) and without the rounding term,
+    K_0 = z'_y 2^p - 2 floor((z'_1 i_1 - z'_2 i_2) / 2) must be below 2^31 -- at p = 16 every output is
+    the lowest code from K_0 = 2^31 + 934 up (9 sets) and exact up to K_0 = 2^31 - 2,312 (12 sets);
+    refused there (conservative below p = 16: K_0 up to 1.4 * 2^31 was exact at p = 15).  A negative
+    K_0 down to -1.9 * 2^31 is exact.
+
 Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) for n cells::
 
     p  = 15 - e                                 e: the binary exponent of A (A * 2^p in [2^14, 2^15))
@@ -240,6 +257,22 @@ def add16_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, 
         raise ValueError(f"multipliers {m1!r}, {m2!r} are outside the measured range (p {p})")
     i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
     return p, i1, i2, zy * 2 ** p + 2 ** (p - 1) - 2 * ((z1 * i1 + z2 * i2) >> 1)
+
+
+def sub16_params(m1: float, m2: float, z1: int, z2: int, zy: int, shift: int) -> tuple[int, int, int, int]:
+    """(p, i1, i2, K) of the HTP's 16-bit Sub (y = x1 - x2; module docstring) for m_j = s_j / s_y and raw
+    zero points; ``shift`` moves the codes to the int16 range (-32768 for uint16, 0 for int16), where the
+    offset must fit 32 bits."""
+    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
+        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
+    p = min(16, 15 - math.frexp(max(m1, m2))[1])
+    if p < 12:
+        raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
+    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    k0 = (zy + shift) * 2 ** p - 2 * (((z1 + shift) * i1 - (z2 + shift) * i2) >> 1)
+    if k0 >= 2 ** 31:
+        raise ValueError(f"the offset {k0} does not fit 32 bits (the HTP's outputs are then all the lowest code)")
+    return p, i1, i2, zy * 2 ** p + 2 ** (p - 1) - 2 * ((z1 * i1 - z2 * i2) >> 1)
 
 
 def sub_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:

@@ -1,5 +1,6 @@
-"""HTP element-wise Add, Sub and Mul on 8-bit activations, and Add of two 16-bit tensors
-(``htp_ops.add16_params``; constants and mixed types refused at 16 bits), v68 and v73 alike:
+"""HTP element-wise Add, Sub and Mul on 8-bit activations, and Add / Sub of two 16-bit tensors
+(``htp_ops.add16_params`` / ``sub16_params``; constants and mixed types refused at 16 bits), v68 and
+v73 alike:
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
@@ -19,6 +20,7 @@ or to even 7-185 of 6,144 on the tie sweep, f32(s / s_y) instead of the reciproc
 vector (one value per channel) takes the two-tensor rule (0 of 11,264 codes differ)."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -49,21 +51,28 @@ class HtpConstPlan:
 
 
 def _add_prepare(node, ctx):
-    if any(t is not None and t.dtype in SIXTEEN_BIT for t in (*ctx.inputs[:2], *ctx.outputs[:1])):
+    if _is_16bit(ctx):
         return _add16_prepare(node, ctx)
     return _const_prepare(node, ctx, 1) or _prepare(node, ctx, htp_ops.add_params, 1)
 
 
-def _add16_prepare(node, ctx) -> HtpAddPlan:
-    """Add of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors"); a one-element constant operand
-    and mixed types are not characterised at 16 bits."""
+def _is_16bit(ctx) -> bool:
+    return any(t is not None and t.dtype in SIXTEEN_BIT for t in (*ctx.inputs[:2], *ctx.outputs[:1]))
+
+
+def _add16_prepare(node, ctx, params_of=htp_ops.add16_params, sign: int = 1) -> HtpAddPlan:
+    """Add / Sub of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors", "Sub of 16-bit tensors"); a one-element constant
+    operand and mixed types are not characterised at 16 bits."""
     if _const_operand(ctx) is not None:
-        raise UnsupportedOpError(f"{where(node)}: a 16-bit Add with a one-element constant is not characterised "
-                                 "on the HTP")
-    return _prepare(node, ctx, htp_ops.add16_params, 1, bits=16)
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit {node.op} with a one-element constant is not "
+                                 "characterised on the HTP")
+    return _prepare(node, ctx, params_of, sign, bits=16)
 
 
 def _sub_prepare(node, ctx):
+    if _is_16bit(ctx):
+        shift = -32768 if ctx.outputs[0].dtype == "uint16" else 0  # the offset's bound is on the int16 range
+        return _add16_prepare(node, ctx, functools.partial(htp_ops.sub16_params, shift=shift), -1)
     return _const_prepare(node, ctx, -1) or _prepare(node, ctx, htp_ops.sub_params, -1)
 
 
