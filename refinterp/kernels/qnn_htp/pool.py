@@ -14,8 +14,8 @@
   Mode linear: kernels/qnn_htp/resize.py.  Other Resize forms (cubic, nearest downscaling or
   fractional factors, align_corners) are refused.
 
-AveragePool with padding and ReduceMean do not follow the window-average rule (measured) and are
-not registered: a model using them is refused when the Session is built.
+AveragePool: kernels/qnn_htp/avgpool.py.  ReduceMean is not registered: a model using it is refused
+when the Session is built.
 """
 from __future__ import annotations
 

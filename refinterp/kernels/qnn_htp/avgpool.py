@@ -1,0 +1,120 @@
+"""HTP AveragePool on 8-bit activations, stride 1 (v68 and v73; measured against the emulator,
+tests/conformance/test_qnn_htp_pool.py).  The HTP picks a kernel by the window; three were found:
+
+* square windows of 3, 5, 6 or 7 cells a side: a depthwise convolution whose weights are all one
+  weight code 128 on the scale s_w = f32(f32(1 / n) / 128), n = k * k, so the accumulator is 128 S,
+  S = the window sum of q - z_x (padding cells count as z_x, i.e. 0; count_include_pad 1), requantized
+  by the arch's convolution rule with M = f32(f32(s_x * s_w) / s_y): v73 ``htp.conv_requant``, v68
+  ``htp_ops.conv_requant_v68`` (its folded zero point Z = round(f32(z_y / M)) is what separates the
+  weight code: 1 misses 29-79 codes in 12,000 on 3x3 and 5x5, 8 still 16 on 5x5; 32 to 128 fit all).
+* 8x8, and any window covering the whole unpadded input: GlobalAveragePool's rule (``htp_ops.average``,
+  a 15-bit multiplier; the float32 path below misses 2-7 codes in 6,000 on 8x8, this rule none).
+* every other window up to 15 x 15 (2x2, 4x4, 9x9 .. 15x15, non-square ones to 16 cells a side): the
+  HTP's float32 path -- x = f32((q - z_x) s_x), the window summed in float32 cell by cell in row-major
+  order, divided by the cell count (count_include_pad as the attribute says; padding adds 0.0), then
+  ``htp.float_path_codes`` (times f32(1 / s_y), plus the zero point, rounded half to even).  Summing
+  as a tree, column-major or exactly misses 6-31 codes at exact ties; GlobalAveragePool's rule 1-34 in
+  30,000.
+
+Refused: strides above 1 (2x2 / 3x3 / 5x5 with stride 2 and 4x4 with stride 4 miss 1-203 codes under
+every rule and summation order tried: another kernel), 16x16 (74 of 4,704 codes off both the float32
+path and the 15-bit rule) and larger windows, a padded convolution window with count_include_pad 0
+(25-82 codes off inside the image too), a padded 8x8 window; 16-bit, spatial ranks other than 2 and
+dilations (not measured).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp, htp_ops
+from ..float import pool as float_pool
+from ..spatial import from_channels_last, pad_channels_last, to_channels_last
+from ..tflite.common import qparams, qrange, where
+from .common import ARCHS, htp_kernel, require_8bit, shift_of
+
+CONV_WINDOWS = (3, 5, 6, 7)  # k x k windows the HTP runs as a depthwise convolution (measured 2 .. 16)
+AVERAGE_WINDOWS = (8,)  # k x k windows on GlobalAveragePool's rule
+MAX_SQUARE, MAX_SIDE = 15, 16  # the largest square / side measured on the rules above
+WEIGHT_CODE = 128
+
+
+@dataclass(frozen=True)
+class HtpAvgPoolPlan:
+    fplan: Any            # the float pool's plan: window, padding, count_include_pad
+    kind: str             # "conv", "average" (GlobalAveragePool's rule) or "float"
+    padded: bool
+    arch: str
+    M: float              # conv: the requantization multiplier of the accumulator 128 S
+    xs: float
+    zx: int
+    ys: float
+    zy: int               # raw (the shift is applied where the rule needs it)
+    shift: int            # 128 for int8 (the HTP's uint8 domain)
+    lo: int
+    hi: int
+    dtype: str
+
+
+def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    require_8bit(node, [x, y])
+    fp = float_pool.prepare_node(node, ctx)
+    nd = len(fp.kernel_shape)
+    if nd != 2 or any(v != 1 for v in (*(fp.strides or ()), *(fp.dilations or ()))):
+        raise UnsupportedOpError(f"{where(node)}: AveragePool (kernel {fp.kernel_shape}, strides {fp.strides}, "
+                                 f"dilations {fp.dilations}) is characterised on the HTP for 2-D windows with "
+                                 "stride 1 only (strided windows run another kernel, not characterised)")
+    kh, kw = fp.kernel_shape
+    if max(kh, kw) > MAX_SIDE or kh == kw > MAX_SQUARE:
+        raise UnsupportedOpError(f"{where(node)}: a {kh}x{kw} AveragePool is not characterised on the HTP (measured "
+                                 f"to {MAX_SQUARE}x{MAX_SQUARE} and {MAX_SIDE} cells a side; 16x16 follows another rule)")
+    kind = "conv" if kh == kw and kh in CONV_WINDOWS else "average" if kh == kw and kh in AVERAGE_WINDOWS else "float"
+    padded = any(fp.pads or ()) or str(fp.auto_pad).upper() not in ("NOTSET", "VALID")
+    if padded and (kind == "average" or kind == "conv" and not fp.count_include_pad):
+        raise UnsupportedOpError(f"{where(node)}: a padded {kh}x{kw} AveragePool"
+                                 f"{'' if kind == 'average' else ' with count_include_pad 0'} is not characterised "
+                                 "on the HTP (not measured for 8x8; measured for the convolution windows: neither "
+                                 "their convolution nor the float32 rule)")
+    (xs, zx), (ys, zy) = qparams(x, node, "X"), qparams(y, node, "Y")
+    f32 = np.float32
+    ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE))
+    M = float(f32(f32(f32(xs) * ws) / f32(ys)))
+    lo, hi = qrange(y.dtype)
+    return HtpAvgPoolPlan(fp, kind, padded, arch, M, xs, zx, ys, zy, shift_of(y.dtype), lo, hi, y.dtype)
+
+
+def _window_sum(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
+    """S = the exact window sum of q - z_x (padding cells 0), channels last; |S| <= 49 * 255."""
+    xc = to_channels_last(x.astype(np.int64) - p.zx, p.fplan.layout)
+    win = float_pool.window(p.fplan, xc.shape[1:-1])
+    return float_pool.sum_windows(pad_channels_last(xc, win), win, np.int64)
+
+
+def _run(p: HtpAvgPoolPlan, x):
+    x = np.asarray(x)
+    whole = not p.padded and tuple(p.fplan.kernel_shape) == to_channels_last(x, p.fplan.layout).shape[1:-1]
+    if whole or p.kind == "average":
+        n = int(np.prod(p.fplan.kernel_shape))
+        s = from_channels_last(_window_sum(p, x), p.fplan.layout)
+        return htp_ops.average(s, htp_ops.average_params(float(p.xs) / (float(p.ys) * n)), p.zy, p.lo,
+                               p.hi).astype(p.dtype)
+    if p.kind == "float":
+        xf = ((x.astype(np.int64) - p.zx) * np.float32(p.xs)).astype(np.float32)  # |q - z| <= 255: one rounding
+        avg = float_pool.average_pool(p.fplan, xf)
+        return htp.float_path_codes(avg, p.ys, p.zy, p.shift, p.lo, p.hi).astype(p.dtype)
+    acc = WEIGHT_CODE * _window_sum(p, x)
+    zy = p.zy + p.shift
+    if p.arch == "v68":
+        y = htp_ops.conv_requant_v68(acc, p.M, zy)
+    else:
+        y = htp.conv_requant(acc, p.M, zy, 0, 255)
+    y = from_channels_last(y, p.fplan.layout)
+    return np.clip(y - p.shift, p.lo, p.hi).astype(p.dtype)
+
+
+for _variant, _arch in ARCHS.items():
+    htp_kernel("AveragePool", _variant, lambda node, ctx, _a=_arch: _prepare(node, ctx, _a))(_run)
