@@ -1,0 +1,142 @@
+"""16-bit activations ("a16w8") under the ``qnn-htp-*`` schemes against Qualcomm's HTP emulation
+(onnxruntime-qnn 2.7.0, QNN 2.51), beyond the convolution family and Add of test_qnn_htp_ops.py: Sub of two
+tensors and the requantizing data movement; every QuantizeLinear output equal code for code."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from refinterp.quant import htp_ops
+
+from tests.conformance.test_qnn_htp_numerics import _init, _model
+from tests.conformance.test_qnn_htp_ops import MAIN, ORACLE, _check_many, _htp_many, _qdq_in, _qdq_out, _refused
+
+try:
+    import onnxruntime_qnn  # noqa: F401
+except ImportError:  # the wheel exists for linux x86-64 only
+    pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
+
+F = np.float32
+A16 = [(a, act) for a in MAIN for act in ("uint16", "int16")]
+
+
+@pytest.mark.parametrize("arch,act", A16)
+def test_a16_sub(tmp_path, arch, act):
+    """Sub of two 16-bit tensors (htp_ops.sub16_params): random code pairs at 8 scale / zero-point sets,
+    output scales from 1/3 to 30 times the inputs' (p from 13 up to the cap at 16), zero points anywhere
+    or near the middle; and a set whose offset does not fit 32 bits, refused (the emulator's outputs are
+    then all the lowest code, asserted)."""
+    info = np.iinfo(act)
+    mid = 32768 if act == "uint16" else 0
+    rng = np.random.default_rng(zlib.crc32(repr(("a16sub", act)).encode()))
+    jobs, ps = [], set()
+    for trial in range(8):
+        s1 = float(F(10 ** rng.uniform(-4, -2)))
+        s2 = float(F(s1 * 10 ** rng.uniform(-1, 1)))
+        sy = float(F(max(s1, s2) * 10 ** rng.uniform(-0.5, 1.5)))
+        if trial % 2:
+            z1, z2, zy = (mid + int(rng.integers(-3000, 3000)) for _ in range(3))
+        else:
+            z1, z2, zy = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(3))
+        m1, m2 = float(F(F(s1) / F(sy))), float(F(F(s2) / F(sy)))
+        try:
+            ps.add(htp_ops.sub16_params(m1, m2, z1, z2, zy, mid and -mid)[0])
+        except ValueError:
+            continue  # an offset beyond 32 bits: the refusal is tested below
+        jobs.append(_two_input_job(rng, "Sub", act, (s1, z1), (s2, z2), (sy, zy), 1 << 14))
+    assert len(jobs) >= 6 and 16 in ps and min(ps) < 16, ps
+    _check_many(tmp_path, jobs, arch)
+    # z'_y 2^16 - (z'_1 - z'_2) i with i = 29,491: K_0 = 2^31 + 934
+    job = _two_input_job(rng, "Sub", act, (0.001, mid - 14098), (0.001, mid + 14000),
+                         (float(F(F(0.001) / F(0.45))), mid + 20124), 1 << 10)
+    assert "does not fit 32 bits" in _refused(tmp_path, job[0], f"qnn-htp-v{arch}")
+    (got,) = _htp_many(tmp_path, [job], arch)
+    assert np.all(got["y"] == info.min), "finding: the HTP computed this Sub; the refusal is stale"
+
+
+def _two_input_job(rng, op, act, a, b, y, n):
+    """op(a, b) of two [1, n] tensors with (scale, zero point) a, b, y; random codes."""
+    info = np.iinfo(act)
+    i1, n1 = _qdq_in("a", a[0], a[1], act)
+    i2, n2 = _qdq_in("b", b[0], b[1], act)
+    io, no = _qdq_out("s", "y", y[0], y[1], act)
+    m = _model(n1 + n2 + [helper.make_node(op, ["a_d", "b_d"], ["s"])] + no, i1 + i2 + io,
+               [helper.make_tensor_value_info(k, TensorProto.FLOAT, [1, n]) for k in ("a", "b")],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    qa, qb = (rng.integers(int(info.min), int(info.max) + 1, (1, n)) for _ in range(2))
+    return m, {"a": ((qa - a[1]) * F(a[0])).astype(F), "b": ((qb - b[1]) * F(b[0])).astype(F)}
+
+
+@pytest.mark.parametrize("arch,act", A16)
+def test_a16_requantizing_data_movement(tmp_path, arch, act):
+    """Concat (an input on other parameters than the output), Reshape, Transpose, edge / reflect Pad and
+    (uint16) DepthToSpace onto other parameters: every 16-bit code, random scale pairs (the 65,536-entry
+    copy table of kernels/qnn_htp/shape.py)."""
+    rng = np.random.default_rng(zlib.crc32(repr(("a16move", act)).encode()))
+    info = np.iinfo(act)
+    q = np.arange(int(info.min), int(info.max) + 1)
+    code = lambda: int(rng.integers(int(info.min), int(info.max) + 1))  # noqa: E731
+    ops = ["Concat", "Reshape", "Transpose", "Pad-edge", "Pad-reflect"] + (["DepthToSpace"] if act == "uint16" else [])
+    jobs = []
+    for op in ops:
+        s1, s2 = (float(F(10 ** rng.uniform(-4, -2))) for _ in range(2))
+        z1, z2 = code(), code()
+        ys = float(F(max(s1, s2) * 10 ** rng.uniform(-0.5, 0.5)))
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        shape = [1, 4, 128, 128]
+        ins = [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)]
+        feeds = {"a": ((q - z1) * F(s1)).astype(F).reshape(shape)}
+        if op == "Concat":
+            i2, n2 = _qdq_in("b", s2, z2, act)
+            i1, n1 = i1 + i2, n1 + n2 + [helper.make_node("Concat", ["a_d", "b_d"], ["r"], axis=1)]
+            ins.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, shape))
+            feeds["b"] = ((rng.permutation(q) - z2) * F(s2)).astype(F).reshape(shape)
+        elif op == "Reshape":
+            i1 = i1 + [_init(np.array([1, 256, 256]), "shp", np.int64)]
+            n1.append(helper.make_node("Reshape", ["a_d", "shp"], ["r"]))
+        elif op == "Transpose":
+            n1.append(helper.make_node("Transpose", ["a_d"], ["r"], perm=[0, 3, 2, 1]))
+        elif op.startswith("Pad"):
+            i1.append(_init([0, 0, 1, 2, 0, 0, 2, 1], "pd", np.int64))
+            n1.append(helper.make_node("Pad", ["a_d", "pd"], ["r"], mode=op[4:]))
+        else:
+            n1.append(helper.make_node("DepthToSpace", ["a_d"], ["r"], blocksize=2, mode="DCR"))
+        io, no = _qdq_out("r", "y", ys, code(), act)
+        jobs.append((_model(n1 + no, i1 + io, ins, [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)]),
+                     feeds))
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_a16_data_movement_refusals(tmp_path):
+    """A 16-bit MaxPool or Slice that requantizes rounds otherwise on the HTP (measured: 11-3,176 codes
+    of 65,536 off the copy table): refused; an int16 DepthToSpace the QNN EP does not take (asserted)."""
+    for op, extra in (("MaxPool", {"kernel_shape": [1, 1]}), ("Slice", None)):
+        i1, n1 = _qdq_in("x", 0.001, 100, "uint16")
+        args = ["x_d"]
+        if extra is None:
+            i1 += [_init(np.array([0]), "st", np.int64), _init(np.array([2]), "en", np.int64),
+                   _init(np.array([3]), "ax", np.int64)]
+            args += ["st", "en", "ax"]
+        n1.append(helper.make_node(op, args, ["r"], **(extra or {})))
+        io, no = _qdq_out("r", "y", 0.0013, 200, "uint16")
+        m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        msg = _refused(tmp_path, m, "qnn-htp-v73")
+        assert ("requantizing Slice is not characterised" if op == "Slice" else "tensor 'x_q' is uint16") in msg, msg
+    i1, n1 = _qdq_in("x", 0.001, 0, "int16")
+    n1.append(helper.make_node("DepthToSpace", ["x_d"], ["r"], blocksize=2))
+    io, no = _qdq_out("r", "y", 0.001, 0, "int16")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "int16 DepthToSpace" in _refused(tmp_path, m, "qnn-htp-v73")
+    p, f = tmp_path / "d2s16.onnx", tmp_path / "d2s16.npz"
+    p.write_bytes(m.SerializeToString())
+    np.savez(f, x=np.zeros((1, 4, 6, 6), np.float32))
+    r = subprocess.run([sys.executable, str(ORACLE), str(p), str(f), str(tmp_path / "o.npz"), "73"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "Unsupported nodes in QNN EP" in r.stderr, r.stderr[-500:]
