@@ -34,9 +34,9 @@ FORMS = [((k, k), None, 0, (12, 12)) for k in range(2, 9)] + [
 ]
 
 
-def _pool_job(rng, act, kernel, pads, cip, hw, xs=None, ys=None, channels=16):
+def _pool_job(rng, act, kernel, pads, cip, hw, xs=None, ys=None, channels=16, spread=60):
     info = np.iinfo(act)
-    xs = xs or float(F(10 ** rng.uniform(-3, -1)))
+    xs = xs or float(F(10 ** rng.uniform(-3, -1) / (1 if info.bits == 8 else 256)))
     ys = ys or float(F(xs * 10 ** rng.uniform(-0.7, 0.3)))
     xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
     attrs = {"kernel_shape": list(kernel), "count_include_pad": cip}
@@ -51,7 +51,7 @@ def _pool_job(rng, act, kernel, pads, cip, hw, xs=None, ys=None, channels=16):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     # codes spread around a per-channel centre, so window means cover the range without saturating
-    q = np.clip(rng.integers(int(info.min), int(info.max) + 1, (1, channels, 1, 1)) + rng.integers(-60, 60, shape),
+    q = np.clip(rng.integers(int(info.min), int(info.max) + 1, (1, channels, 1, 1)) + rng.integers(-spread, spread, shape),
                 int(info.min), int(info.max))
     return m, {"x": ((q - xz) * F(xs)).astype(F)}
 
@@ -84,5 +84,24 @@ def test_average_pool_refusals(tmp_path, arch):
     assert "padded 8x8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     m, _ = _pool_job(rng, "uint8", (16, 16), None, 0, (20, 20))
     assert "16x16 follows another rule" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
-    m, _ = _pool_job(rng, "uint16", (2, 2), None, 0, (12, 12))
-    assert "uint16" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+# uint16: the float32 path on every window but the convolution ones (8x8 too; whole-input windows: GlobalAveragePool)
+A16_FORMS = [f for f in FORMS if not (f[0][0] == f[0][1] and f[0][0] in CONV_WINDOWS)]
+
+
+@pytest.mark.parametrize("arch", MAIN)
+def test_a16_average_pool(tmp_path, arch):
+    """uint16 AveragePool on the float32 path: every non-convolution form of the 8-bit test, codes spread
+    by +-3,000 around a per-channel centre."""
+    rng = np.random.default_rng(zlib.crc32(repr(("a16avgpool", arch)).encode()))
+    jobs = [_pool_job(rng, "uint16", *form, spread=3000) for form in A16_FORMS]
+    jobs.append(_pool_job(rng, "uint16", (8, 8), None, 0, (24, 24), channels=64, spread=3000))
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_a16_average_pool_refusals(tmp_path):
+    m, _ = _pool_job(np.random.default_rng(1), "uint16", (3, 3), None, 0, (12, 12))
+    assert "uint16 3x3 AveragePool" in _refused(tmp_path, m, "qnn-htp-v73")
+    m, _ = _pool_job(np.random.default_rng(1), "int16", (2, 2), None, 0, (12, 12))
+    assert "int16 AveragePool" in _refused(tmp_path, m, "qnn-htp-v73")

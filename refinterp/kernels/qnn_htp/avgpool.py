@@ -16,11 +16,16 @@ tests/conformance/test_qnn_htp_pool.py).  The HTP picks a kernel by the window; 
   as a tree, column-major or exactly misses 6-31 codes at exact ties; GlobalAveragePool's rule 1-34 in
   30,000.
 
+On uint16 (v68 and v73) every window but the convolution and whole-input ones takes the float32 path,
+8x8 included (0 of 28,000 codes; GlobalAveragePool's rule misses 199-2,677); the convolution windows run a 16-bit
+convolution with weight code 32 (``htp.conv16_requant``: 0 differences on most scale sets, 4-15 codes in
+6,000 on a few under every float32 derivation of M tried): refused.  int16: the QNN EP does not take it.
+
 Refused: strides above 1 (2x2 / 3x3 / 5x5 with stride 2 and 4x4 with stride 4 miss 1-203 codes under
 every rule and summation order tried: another kernel), 16x16 (74 of 4,704 codes off both the float32
 path and the 15-bit rule) and larger windows, a padded convolution window with count_include_pad 0
-(25-82 codes off inside the image too), a padded 8x8 window; 16-bit, spatial ranks other than 2 and
-dilations (not measured).
+(25-82 codes off inside the image too), a padded 8x8 window; spatial ranks other than 2 and
+dilations (not measured); 16-bit as above.
 """
 from __future__ import annotations
 
@@ -61,7 +66,11 @@ class HtpAvgPoolPlan:
 
 def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
     x, y = ctx.inputs[0], ctx.outputs[0]
-    require_8bit(node, [x, y])
+    sixteen = x is not None and y is not None and x.dtype == y.dtype == "uint16"
+    if x is not None and x.dtype == "int16":  # measured: the EP leaves it unassigned
+        raise UnsupportedOpError(f"{where(node)}: an int16 AveragePool: the QNN EP does not take it onto the HTP")
+    if not sixteen:
+        require_8bit(node, [x, y])
     fp = float_pool.prepare_node(node, ctx)
     nd = len(fp.kernel_shape)
     if nd != 2 or any(v != 1 for v in (*(fp.strides or ()), *(fp.dilations or ()))):
@@ -73,6 +82,12 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
         raise UnsupportedOpError(f"{where(node)}: a {kh}x{kw} AveragePool is not characterised on the HTP (measured "
                                  f"to {MAX_SQUARE}x{MAX_SQUARE} and {MAX_SIDE} cells a side; 16x16 follows another rule)")
     kind = "conv" if kh == kw and kh in CONV_WINDOWS else "average" if kh == kw and kh in AVERAGE_WINDOWS else "float"
+    if sixteen:
+        if kind == "conv":
+            raise UnsupportedOpError(f"{where(node)}: a uint16 {kh}x{kw} AveragePool is not characterised on the HTP "
+                                     "(measured: a 16-bit convolution with weight code 32, but the multiplier's "
+                                     "derivation was not pinned down)")
+        kind = "float"  # 8x8 too, on uint16 (measured)
     padded = any(fp.pads or ()) or str(fp.auto_pad).upper() not in ("NOTSET", "VALID")
     if padded and (kind == "average" or kind == "conv" and not fp.count_include_pad):
         raise UnsupportedOpError(f"{where(node)}: a padded {kh}x{kw} AveragePool"

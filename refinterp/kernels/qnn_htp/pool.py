@@ -3,14 +3,16 @@
 * GlobalAveragePool: refinterp/quant/htp_ops.py ``average`` -- the exact window sum times a 15-bit
   fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16 (measured; int16:
   the QNN EP does not take it, refused).
-* MaxPool: the maximum of the stored codes; with other output parameters and no padding the max is
+* MaxPool: the maximum of the stored codes (also on uint16 / int16 with unchanged parameters: 0 of 10,832
+  codes per arch and type, padded or not; a 16-bit MaxPool that requantizes differs from the copy table); with other output parameters and no padding the max is
   then requantized as the HTP's data movement does (kernels/qnn_htp/shape.py ``requant_table``: a
   monotone table, so it commutes with the max).  A padded MaxPool that requantizes is refused (with
   pads the HTP differs from this on 52 of 256 codes, not characterised).
 
 * Resize, mode nearest with whole-number spatial upscale factors, half_pixel coordinates with
   round_prefer_floor or asymmetric ones with floor (each output cell a copy of input cell
-  floor(i / factor)): the copy, requantized as data movement when the output parameters differ.
+  floor(i / factor)): the copy, requantized as data movement when the output parameters differ.  On
+  uint16 the copy with unchanged parameters (0 of 8,192 codes per arch; int16: the QNN EP does not take it).
   Mode linear: kernels/qnn_htp/resize.py.  Other Resize forms (cubic, nearest downscaling or
   fractional factors, align_corners) are refused.
 
@@ -28,7 +30,7 @@ from ..onnxruntime import pool as ort_pool
 from ..registry import require
 from ..tflite.common import qparams, where
 from . import resize as bilinear
-from .common import ARCHS, htp_kernel, require_8bit
+from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit
 from .shape import apply_table, requant_table
 
 
@@ -47,8 +49,22 @@ class CodesThenTablePlan:
     table: Any  # None, or (table, lo): the requantizing copy onto the output's parameters
 
 
+def _require_16bit_copy(node, ctx, types) -> None:
+    """A 16-bit MaxPool / nearest Resize is the max / copy of the codes on unchanged parameters (measured);
+    8-bit ones go on to their rules, other 16-bit forms are refused."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    if x is None or y is None or (x.dtype not in SIXTEEN_BIT and y.dtype not in SIXTEEN_BIT):
+        require_8bit(node, [x, y])
+        return
+    if x.dtype not in types:
+        raise UnsupportedOpError(f"{where(node)}: an {x.dtype} {node.op}: the QNN EP does not take it onto the HTP")
+    if x.dtype != y.dtype or qparams(x, node, "X") != qparams(y, node, "Y"):
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit {node.op} that requantizes is not characterised on the "
+                                 "HTP (MaxPool measured to differ from the copy table)")
+
+
 def _maxpool_prepare(node, ctx):
-    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    _require_16bit_copy(node, ctx, SIXTEEN_BIT)
     table = None
     if qparams(ctx.inputs[0], node, "X") != qparams(ctx.outputs[0], node, "Y"):
         padded = any(int(v) for v in (node.attrs.get("pads") or ())) or \
@@ -65,9 +81,11 @@ def _maxpool(p: CodesThenTablePlan, x):
 
 
 def _resize_prepare(node, ctx):
-    require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    _require_16bit_copy(node, ctx, ("uint16",))  # int16: the QNN EP leaves it unassigned (measured)
     x, out = ctx.inputs[0], ctx.outputs[0]
     mode = str(node.attrs.get("mode") or "nearest")
+    if x.dtype in SIXTEEN_BIT and mode != "nearest":
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit {mode} Resize is not characterised on the HTP")
     ctm = str(node.attrs.get("coordinate_transformation_mode") or "half_pixel")
     nm = str(node.attrs.get("nearest_mode") or "round_prefer_floor")
     if mode == "linear":
