@@ -37,6 +37,28 @@ M = f32(f32(s_x * s_w[c]) / s_y)::
     on every channel, with f32(f32(s_x * s_w[c]) / s_y) on 2,548.  The float32 quotient in Z was found on per-channel Gemm
     / MatMul sweeps: 2 outputs of 65,536 where f32(zp / M) is exactly n + 1/2 while zp / M is below it.
 
+v68 16-bit convolution (Conv, depthwise Conv stride 1, Gemm, MatMul; uint16, and int16 computed as uint16
+with codes and zero points moved by 32768), M as above::
+
+    g  = (A >> 8) - round_half_up(Z_x / 256)    A, Z_x as v73's 16-bit rule (htp.py); no bias there
+    Z  = floor(f32(f32(zp_y / M) + f32(bias)) / 256)   the output zero point in accumulator units plus
+                                                the bias codes as they are, summed in float32, then
+                                                to g units, floored
+    m  = 256 M rounded to 11 significant bits (half up)    no pre-shift
+    y  = clamp(floor((g + Z) m + 1/2), 0, 65535)
+
+    Evidence: every uint16 / int16 input code through 1x1 layers (4-16 channels, multipliers 1e-3 .. 1.4,
+    random zero points, biases to +-2^20: the offset of each channel read out exactly) and random 3x3 /
+    strided / depthwise layers and Gemm / MatMul with biases to +-2^22, per-tensor and per-channel
+    weights (tests/conformance/test_qnn_htp_ops.py): 0 differences.  Found by fitting
+    y = floor(g alpha + beta): alpha is 256 M to 11 bits; the per-channel offset is
+    floor(zp_y / 256 M + b / 256) - round(Z_x / 256) except where the float32 sum rounds across a
+    multiple of 256 (3 channels in 124, at multipliers 2e-5 and 1.7e-4 where zp / M passes 10^8, and one
+    whose exact sum was within 5e-4 of an integer); the integer sum of the rounded quotient and the bias
+    misses those; v73's rule misses nearly every code; the 8-bit rule's pre-shift (k > 0 below
+    M = 2^-12) misses codes, none without it.  floor(x / 256) against floor((x + 1/2) / 256) is not
+    separated by the data.
+
 Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
 
     p  = 15 - e                                 e: the binary exponent of M (M * 2^p in [2^14, 2^15))
@@ -205,6 +227,23 @@ def folded_zero_point(zero_point_u8: int, M, extra=0.0) -> np.ndarray:
     ``extra`` (float64, per channel) is added before the one rounding (htp_weights.folded_offset_v68)."""
     q = (np.float32(zero_point_u8) / np.asarray(M, np.float32)).astype(np.float32)
     return np.floor(q.astype(np.float64) + extra + 0.5).astype(np.int64)
+
+
+def conv16_multiplier_v68(M: float) -> float:
+    """m of the v68 16-bit convolution (module docstring): 256 M rounded to 11 significant bits."""
+    if not (M > 0 and math.isfinite(M)):
+        raise ValueError(f"multiplier {M!r} is not a positive finite number")
+    return mantissa(256.0 * M, 11)
+
+
+def folded_zero_point16(zero_point_u16: int, M, bias=None) -> np.ndarray:
+    """Z of the v68 16-bit convolution, in g units (module docstring): floor(f32(f32(zp / M) + f32(b)) / 256),
+    per channel (float32 division and sum, one floor at the end)."""
+    f32 = np.float32
+    q = (f32(zero_point_u16) / np.asarray(M, f32)).astype(f32)
+    if bias is not None:
+        q = (q + np.asarray(bias).astype(f32)).astype(f32)
+    return np.floor(q.astype(np.float64) / 256).astype(np.int64)
 
 
 def conv_requant_v68(acc: np.ndarray, M: float, zero_point_u8: int) -> np.ndarray:

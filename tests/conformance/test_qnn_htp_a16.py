@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from refinterp.quant import htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
-from tests.conformance.test_qnn_htp_ops import MAIN, ORACLE, _check_many, _htp_many, _qdq_in, _qdq_out, _refused
+from tests.conformance.test_qnn_htp_ops import MAIN, ORACLE, _check_many, _conv_model, _htp_many, _qdq_in, _qdq_out, _refused
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -193,3 +193,26 @@ def test_a16_pool_refusals(tmp_path):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "16-bit MaxPool that requantizes" in _refused(tmp_path, m, "qnn-htp-v73")
+
+
+@pytest.mark.parametrize("act", ["uint16", "int16"])
+def test_a16_v68_convolution_every_input_code(tmp_path, act):
+    """The v68 16-bit convolution (htp_ops.py, "v68 16-bit convolution"): every 16-bit input code through
+    1x1 layers of 8 channels with random weights and biases to +-2^20 (each channel's folded offset shows
+    in every output), multipliers 2e-5 .. 1.4 (below 2^-12 the 8-bit rule's pre-shift would drop bits),
+    random zero points."""
+    rng = np.random.default_rng(zlib.crc32(repr(("v68a16", act)).encode()))
+    info = np.iinfo(act)
+    q = np.arange(int(info.min), int(info.max) + 1)
+    jobs = []
+    for M in (2e-5, 1.7e-4, 0.0021, 0.019, 0.13, 1.37):
+        xs, ws = 1e-4, 0.01
+        ys = float(F(F(F(xs) * F(ws)) / F(M)))
+        top = int(np.clip(30000 / (M * 256 * 128), 1, 127))
+        w = (rng.integers(1, top + 1, 8) * rng.choice([-1, 1], 8)).astype(np.int8).reshape(8, 1, 1, 1)
+        bias = rng.integers(-2 ** 20, 2 ** 20, 8).astype(np.int32)
+        xz = int(rng.integers(int(info.min), int(info.max) + 1)) if act == "uint16" else 0
+        yz = int(rng.integers(int(info.min), int(info.max) + 1))
+        m = _conv_model((1, 1, 1, q.size), w, F(ws), bias, xs, xz, ys, yz, act)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F).reshape(1, 1, 1, -1)}))
+    assert _check_many(tmp_path, jobs, "68") == 6 * (8 + 1) * q.size  # 8 channels and the input codes

@@ -126,7 +126,7 @@ def test_swish_and_squeeze_excitation_model(tmp_path, arch, act):
     assert tensors >= 18 and compared > 10000, (tensors, compared)
 
 
-@pytest.mark.parametrize("arch,pc", [("73", False), ("73", True), ("79", True)])
+@pytest.mark.parametrize("arch,pc", [("73", False), ("73", True), ("79", True), ("68", False), ("68", True)])
 def test_a16w8_residual_model(tmp_path, arch, pc):
     """A residual block model (tests/onnx_models.py residual_blocks: strided conv + ReLU6, 1x1 expand,
     depthwise, projection, residual Add, 1x1 conv, Gemm) by quantize_static with uint16 activations and

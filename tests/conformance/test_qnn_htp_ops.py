@@ -225,8 +225,8 @@ def test_gemm_matmul(tmp_path, arch, op, pc):
 # -- 16-bit activations (a16w8): the convolution family on v73 ---------------------------------------
 
 A16_CONV = [("conv", 1, False, True), ("conv", 1, True, True), ("conv", 2, False, False), ("dw", 1, True, True)]
-A16_CASES = [(a, act) + c for a in ("73", "79") for act in ("uint16", "int16") for c in A16_CONV
-             if not (act == "int16" and c[0] == "dw") and (a == "73" or c == A16_CONV[1])]
+A16_CASES = [(a, act) + c for a in ("73", "79", "68") for act in ("uint16", "int16") for c in A16_CONV
+             if not (act == "int16" and c[0] == "dw") and (a in ("73", "68") or c == A16_CONV[1])]
 
 
 @pytest.mark.parametrize("arch,act,kind,stride,pc,with_bias", A16_CASES, ids=lambda v: str(v))
@@ -256,7 +256,9 @@ def test_a16_conv_layers(tmp_path, arch, act, kind, stride, pc, with_bias):
 @pytest.mark.parametrize("act,op,pc", [(act, op, pc) for act in ("uint16", "int16") for op in ("Gemm", "MatMul")
                                        for pc in (False, True)])
 def test_a16_gemm_matmul(tmp_path, act, op, pc):
-    _check(tmp_path, *_gemm_job(np.random.default_rng(zlib.crc32(repr((op, pc, act)).encode())), act, op, pc), "73")
+    job = _gemm_job(np.random.default_rng(zlib.crc32(repr((op, pc, act)).encode())), act, op, pc)
+    _check_many(tmp_path, [job], "73")
+    _check_many(tmp_path, [job], "68")
 
 
 @pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint16", "int16")])
@@ -617,12 +619,7 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "AveragePool" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
-    # 16-bit activations ("a16w8"): the convolution family is characterised on v73 (test_a16_conv_layers),
-    # not on v68; 16-bit ops without a rule (Mul here) are refused on both, naming the node
-    m16 = _conv_model((1, 4, 5, 5), np.ones((8, 4, 1, 1), np.int8), F(0.01), None, 0.001, 32768, 0.002, 32768,
-                      "uint16")
-    if arch in V68_LIKE:
-        assert "16-bit activations on v68" in _refused(tmp_path, m16, f"qnn-htp-v{arch}")
+    # 16-bit activations ("a16w8"): ops without a rule (Mul here) are refused, naming the node
     i1, n1 = _qdq_in("a", 0.001, 32768, "uint16")
     i2, n2 = _qdq_in("b", 0.002, 32768, "uint16")
     n1 += n2 + [helper.make_node("Mul", ["a_d", "b_d"], ["s"])]

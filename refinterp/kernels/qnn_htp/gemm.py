@@ -9,16 +9,18 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   bits, zero point after) with the bias re-derived by ``htp.conv_bias`` (per-tensor weights) or
   ``htp.conv_bias_per_channel`` (per-channel weights: the bias vector re-quantized as a whole; a bias
   scale other than s_x * s_w[c] is refused there, not measured).
-* 16-bit activations (v73; uint16 / int16 in and out, constant int8 weights): ``htp.conv16_requant`` on
-  g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256) (htp.py, "16-bit activations"); an int16
-  depthwise Conv (the QNN EP does not take it) and a strided 16-bit depthwise one are refused.
+* 16-bit activations (uint16 / int16 in and out, constant int8 weights): v73 ``htp.conv16_requant`` on
+  g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256) (htp.py, "16-bit activations"); v68 the same g
+  without the bias, plus the output zero point and the bias folded in accumulator units, times an
+  11-bit multiplier (htp_ops.py, "v68 16-bit convolution"); an int16 depthwise Conv (the QNN EP does
+  not take it) and a strided 16-bit depthwise one are refused.
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
   the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
   depthwise kernel takes w - z_w as it is.
 
-Refused at prepare: 16-bit activations on v68, int8 weights with a zero point other than 0 (not
+Refused at prepare: int8 weights with a zero point other than 0 (not
 measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
 Gemm with alpha / beta other than 1, float outputs.
 """
@@ -47,8 +49,9 @@ class HtpGemmPlan:
     z: np.ndarray  # v68 / dw_s2: the folded output zero point per channel (uint8 domain); a16: Z; else unused
     shift: int  # 128 for int8 outputs (v68 and dw_s2 compute in the uint8 domain)
     form: str  # conv (the arch's rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i) | a16 (16-bit:
-    #            m holds the integer mi, bias the term added to A >> 8)
-    bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound)
+    #            m holds the integer mi, bias the term added to A >> 8) | a16_v68 (m the 11-bit multiplier)
+    bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound);
+    #                                  a16_v68: the folded output zero point and bias, in g units
 
 
 def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
@@ -133,12 +136,10 @@ def _htp_bias(node, ctx, bias: np.ndarray, ws: np.ndarray, per_channel: bool) ->
 
 
 def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
-    """16-bit activations with int8 weights (htp.py, "16-bit activations"): v73 only, one 16-bit type
+    """16-bit activations with int8 weights (htp.py, "16-bit activations"; v68: htp_ops.py): one 16-bit type
     in and out, symmetric int8 weights; the plan's z holds Z (added to ORT's accumulator to give A), its
     bias the per-channel term -round_half_up(Z / 256) + trunc(b / 256), k / m / bound the 16-bit rule's."""
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if arch != "v73":
-        raise UnsupportedOpError(f"{where(node)}: 16-bit activations on {arch}: not characterised (v73 only)")
     if y.dtype != x.dtype:
         raise UnsupportedOpError(f"{where(node)}: input {x.dtype} and output {y.dtype}: the HTP's 16-bit "
                                  "convolution is characterised with one 16-bit type in and out")
@@ -161,16 +162,20 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     moved = 32768 if x.dtype == "uint16" else 0
     Z = (plan.zx - moved) * wsum
     bias = plan.bias
-    if bias is not None:
-        bias = _htp_bias(node, ctx, bias, ws, ws.size > 1)
     term = -np.floor(Z / 256 + 0.5).astype(np.int64)
-    if bias is not None:
+    if bias is not None and arch == "v73":
+        bias = _htp_bias(node, ctx, bias, ws, ws.size > 1)
         term = term + np.trunc(np.asarray(bias, np.int64) / 256).astype(np.int64)
     if ws.size > 1:  # through the largest weight scale, as v68 (measured: 0 of 524,288 codes differ;
         # f32(f32(s_x s_w[c]) / s_y) misses 141 at 22 significant bits)
         mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
     else:
         mult = np.broadcast_to(np.asarray(plan.mult, np.float64).ravel(), wsum.shape)
+    if arch == "v68":  # htp_ops.py, "v68 16-bit convolution": int16 computed as uint16 (codes moved by 32768)
+        shift = 32768 if y.dtype == "int16" else 0
+        m = np.array([htp_ops.conv16_multiplier_v68(float(M)) for M in mult], np.float64)
+        zy = htp_ops.folded_zero_point16(plan.zy + shift, np.asarray(mult, np.float64), bias)
+        return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy)
     params = [htp.conv16_requant_params(float(M)) for M in mult]
     k = np.array([p[0] for p in params], np.int64)
     mi = np.array([p[1] for p in params], np.int64)
@@ -206,6 +211,11 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     def chan(v):
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
+    if p.form == "a16_v68":  # a = g + Z_y (bound holds Z_y), times an 11-bit m, uint16 domain (htp_ops.py)
+        a = ((acc + chan(p.z)) >> 8) + chan(p.bias) + chan(p.bound)
+        m = chan(p.m)
+        y = np.clip(np.floor(a.astype(np.float64) * m + 0.5), 0, 65535).astype(np.int64) - p.shift
+        return np.clip(y, g.lo, g.hi).astype(g.dtype)
     if p.form == "a16":  # ORT's accumulator + Z = A; g = (A >> 8) + term (htp.py, 16-bit)
         gg = ((acc + chan(p.z)) >> 8) + chan(p.bias)
         y = htp.conv16_apply(gg, chan(p.k), chan(p.m), chan(p.bound), g.zy, g.lo, g.hi)
