@@ -298,16 +298,22 @@ def add16_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, 
     return p, i1, i2, zy * 2 ** p + 2 ** (p - 1) - 2 * ((z1 * i1 + z2 * i2) >> 1)
 
 
+def _sub_multipliers(m1: float, m2: float, cap: int) -> tuple[int, int, int]:
+    """(p, i1, i2) of a Sub: p = min(cap, cap - 1 - e), e the binary exponent of max(m1, m2), and the two
+    multipliers rounded half up at 2^-p; p below cap - 4 (the larger multiplier >= 8) is not measured."""
+    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
+        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
+    p = min(cap, cap - 1 - math.frexp(max(m1, m2))[1])
+    if p < cap - 4:
+        raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
+    return p, math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+
+
 def sub16_params(m1: float, m2: float, z1: int, z2: int, zy: int, shift: int) -> tuple[int, int, int, int]:
     """(p, i1, i2, K) of the HTP's 16-bit Sub (y = x1 - x2; module docstring) for m_j = s_j / s_y and raw
     zero points; ``shift`` moves the codes to the int16 range (-32768 for uint16, 0 for int16), where the
     offset must fit 32 bits."""
-    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
-        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
-    p = min(16, 15 - math.frexp(max(m1, m2))[1])
-    if p < 12:
-        raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
-    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    p, i1, i2 = _sub_multipliers(m1, m2, 16)
     k0 = (zy + shift) * 2 ** p - 2 * (((z1 + shift) * i1 - (z2 + shift) * i2) >> 1)
     if k0 >= 2 ** 31:
         raise ValueError(f"the offset {k0} does not fit 32 bits (the HTP's outputs are then all the lowest code)")
@@ -316,12 +322,7 @@ def sub16_params(m1: float, m2: float, z1: int, z2: int, zy: int, shift: int) ->
 
 def sub_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:
     """(p, i1, i2, K) of the HTP's Sub (y = x1 - x2) for m_j = s_j / s_y and uint8 zero points."""
-    if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
-        raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
-    p = min(15, 14 - math.frexp(max(m1, m2))[1])
-    if p < 11:
-        raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
-    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    p, i1, i2 = _sub_multipliers(m1, m2, 15)
     k = 256 * math.ceil((zy * 2 ** p + 2 ** (p - 1) - z1 * i1 + z2 * i2) / 256 - 0.5)
     if not -2 ** 23 <= k < 2 ** 23:
         raise ValueError(f"the offset {k} does not fit 24 bits (the HTP's result is then not characterised)")

@@ -319,12 +319,7 @@ def test_a16_int16_global_average_pool_is_refused_as_the_qnn_ep_refuses_it(tmp_p
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "int16 GlobalAveragePool" in _refused(tmp_path, m, "qnn-htp-v73")
-    p, f = tmp_path / "gap16.onnx", tmp_path / "gap16.npz"
-    p.write_bytes(m.SerializeToString())
-    np.savez(f, x=np.zeros((1, 8, 4, 4), np.float32))
-    r = subprocess.run([sys.executable, str(ORACLE), str(p), str(f), str(tmp_path / "o.npz"), "73"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0 and "not selected by that EP" in r.stderr, r.stderr[-500:]
+    _ep_refuses(tmp_path, m, (1, 8, 4, 4), "not selected by that EP")
 
 
 def test_a16_add_refusals(tmp_path):
@@ -343,12 +338,7 @@ def test_a16_depthwise_refusals(tmp_path):
     w = np.ones((4, 1, 3, 3), np.int8)
     m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 0, 0.002, 0, "int16", group=4, pads=[1, 1, 1, 1])
     assert "int16 depthwise" in _refused(tmp_path, m, "qnn-htp-v73")
-    p, f, o = tmp_path / "dw16.onnx", tmp_path / "dw16.npz", tmp_path / "dw16_out.npz"
-    p.write_bytes(m.SerializeToString())
-    np.savez(f, x=np.zeros((1, 4, 6, 6), np.float32))
-    r = subprocess.run([sys.executable, str(ORACLE), str(p), str(f), str(o), "73"], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode != 0 and "Unsupported nodes in QNN EP" in r.stderr, r.stderr[-500:]
+    _ep_refuses(tmp_path, m, (1, 4, 6, 6), "Unsupported nodes in QNN EP")
     m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 32768, 0.002, 32768, "uint16", group=4,
                     pads=[1, 1, 1, 1], strides=[2, 2])
     assert "strided 16-bit depthwise" in _refused(tmp_path, m, "qnn-htp-v73")
@@ -538,6 +528,17 @@ def test_quantize_linear_from_float_v68(tmp_path, dtype):
 
 
 # -- what the schemes refuse, at Session build, in one line naming the node ------------------------------
+
+def _ep_refuses(tmp_path, m, shape, message: str) -> None:
+    """The QNN EP itself does not take the model (htp_arch 73): the emulator subprocess fails with
+    ``message`` on a zero input of ``shape``."""
+    p, f = tmp_path / "ep.onnx", tmp_path / "ep.npz"
+    p.write_bytes(m.SerializeToString())
+    np.savez(f, x=np.zeros(shape, np.float32))
+    r = subprocess.run([sys.executable, str(ORACLE), str(p), str(f), str(tmp_path / "ep_out.npz"), "73"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and message in r.stderr, r.stderr[-500:]
+
 
 def _refused(tmp_path, m, scheme: str) -> str:
     p = tmp_path / "r.onnx"
