@@ -81,8 +81,8 @@ the 8-bit rule with eight more bits on both sides.  Evidence: 16 layers with eve
 biases to +-2^20, 36,307 unsaturated codes): 0 differ; 21 or 23 significant bits, the other
 exponent offsets and a floor / ceiling of the mantissa miss 1,555 to hundreds of thousands of codes.
 (The earlier two-rounding form round_half_up(round_half_up(g M 2^16) / 2^8) misses about 1 code in
-640: the fitted offset of y = floor(g alpha + beta) is beta = 1/2 + m/2, not 1/2.)  v68 differs (not
-analysed; refused).
+640: the fitted offset of y = floor(g alpha + beta) is beta = 1/2 + m/2, not 1/2.)  v68 differs: its
+own rule is in htp_ops.py ("v68 16-bit convolution").
 """
 from __future__ import annotations
 

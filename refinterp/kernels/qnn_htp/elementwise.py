@@ -61,8 +61,8 @@ def _is_16bit(ctx) -> bool:
 
 
 def _add16_prepare(node, ctx, params_of=htp_ops.add16_params, sign: int = 1) -> HtpAddPlan:
-    """Add / Sub of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors", "Sub of 16-bit tensors"); a one-element constant
-    operand and mixed types are not characterised at 16 bits."""
+    """Add / Sub of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors", "Sub of 16-bit tensors"); a
+    one-element constant operand and mixed types are not characterised at 16 bits."""
     if _const_operand(ctx) is not None:
         raise UnsupportedOpError(f"{where(node)}: a 16-bit {node.op} with a one-element constant is not "
                                  "characterised on the HTP")

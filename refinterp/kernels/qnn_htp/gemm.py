@@ -50,8 +50,8 @@ class HtpGemmPlan:
     shift: int  # 128 for int8 outputs (v68 and dw_s2 compute in the uint8 domain)
     form: str  # conv (the arch's rule) | dw_s2 (stride-2 depthwise: k holds p, m holds i) | a16 (16-bit:
     #            m holds the integer mi, bias the term added to A >> 8) | a16_v68 (m the 11-bit multiplier)
-    bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound);
-    #                                  a16_v68: the folded output zero point and bias, in g units
+    bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound)
+    zy_fold: np.ndarray | None = None  # a16_v68: the output zero point and bias folded, in g units
 
 
 def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
@@ -175,7 +175,7 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
         shift = 32768 if y.dtype == "int16" else 0
         m = np.array([htp_ops.conv16_multiplier_v68(float(M)) for M in mult], np.float64)
         zy = htp_ops.folded_zero_point16(plan.zy + shift, np.asarray(mult, np.float64), bias)
-        return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy)
+        return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy_fold=zy)
     params = [htp.conv16_requant_params(float(M)) for M in mult]
     k = np.array([p[0] for p in params], np.int64)
     mi = np.array([p[1] for p in params], np.int64)
@@ -211,8 +211,8 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     def chan(v):
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
-    if p.form == "a16_v68":  # a = g + Z_y (bound holds Z_y), times an 11-bit m, uint16 domain (htp_ops.py)
-        a = ((acc + chan(p.z)) >> 8) + chan(p.bias) + chan(p.bound)
+    if p.form == "a16_v68":  # a = g + Z_y, times an 11-bit m, uint16 domain (htp_ops.py); |a m| < 2^40: exact
+        a = ((acc + chan(p.z)) >> 8) + chan(p.bias) + chan(p.zy_fold)
         m = chan(p.m)
         y = np.clip(np.floor(a.astype(np.float64) * m + 0.5), 0, 65535).astype(np.int64) - p.shift
         return np.clip(y, g.lo, g.hi).astype(g.dtype)

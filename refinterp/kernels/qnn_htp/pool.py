@@ -4,7 +4,8 @@
   fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16 (measured; int16:
   the QNN EP does not take it, refused).
 * MaxPool: the maximum of the stored codes (also on uint16 / int16 with unchanged parameters: 0 of 10,832
-  codes per arch and type, padded or not; a 16-bit MaxPool that requantizes differs from the copy table); with other output parameters and no padding the max is
+  codes per arch and type, padded or not; a 16-bit MaxPool that requantizes differs from the copy table:
+  refused); with other output parameters and no padding the max is
   then requantized as the HTP's data movement does (kernels/qnn_htp/shape.py ``requant_table``: a
   monotone table, so it commutes with the max).  A padded MaxPool that requantizes is refused (with
   pads the HTP differs from this on 52 of 256 codes, not characterised).
