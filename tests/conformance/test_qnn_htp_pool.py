@@ -86,8 +86,9 @@ def test_average_pool_refusals(tmp_path, arch):
     assert "16x16 follows another rule" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
 
 
-# uint16: the float32 path on every window but the convolution ones (8x8 too; whole-input windows: GlobalAveragePool)
-A16_FORMS = [f for f in FORMS if not (f[0][0] == f[0][1] and f[0][0] in CONV_WINDOWS)]
+# uint16: every form of the 8-bit test (the convolution windows on the 16-bit convolution, 8x8 on the float32
+# path, whole-input windows on GlobalAveragePool's rule)
+A16_FORMS = FORMS
 
 
 @pytest.mark.parametrize("arch", MAIN)
@@ -97,11 +98,15 @@ def test_a16_average_pool(tmp_path, arch):
     rng = np.random.default_rng(zlib.crc32(repr(("a16avgpool", arch)).encode()))
     jobs = [_pool_job(rng, "uint16", *form, spread=3000) for form in A16_FORMS]
     jobs.append(_pool_job(rng, "uint16", (8, 8), None, 0, (24, 24), channels=64, spread=3000))
+    for k in CONV_WINDOWS * 3:  # the multiplier's float32 derivation shows on about one scale set in five
+        jobs.append(_pool_job(rng, "uint16", (k, k), None, 0, (16, 16), channels=32, spread=3000))
     _check_many(tmp_path, jobs, arch)
 
 
 def test_a16_average_pool_refusals(tmp_path):
-    m, _ = _pool_job(np.random.default_rng(1), "uint16", (3, 3), None, 0, (12, 12))
-    assert "uint16 3x3 AveragePool" in _refused(tmp_path, m, "qnn-htp-v73")
+    m, _ = _pool_job(np.random.default_rng(1), "uint16", (3, 3), [1, 1, 1, 1], 0, (12, 12))
+    assert "count_include_pad 0" in _refused(tmp_path, m, "qnn-htp-v73")
+    m, _ = _pool_job(np.random.default_rng(1), "uint16", (8, 8), [1, 1, 1, 1], 1, (12, 12))
+    assert "padded 8x8" in _refused(tmp_path, m, "qnn-htp-v73")
     m, _ = _pool_job(np.random.default_rng(1), "int16", (2, 2), None, 0, (12, 12))
     assert "int16 AveragePool" in _refused(tmp_path, m, "qnn-htp-v73")

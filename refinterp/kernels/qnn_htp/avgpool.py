@@ -1,4 +1,4 @@
-"""HTP AveragePool on 8-bit activations, stride 1 (v68 and v73; measured against the emulator,
+"""HTP AveragePool on 8-bit and uint16 activations, stride 1 (v68 and v73; measured against the emulator,
 tests/conformance/test_qnn_htp_pool.py).  The HTP picks a kernel by the window; three were found:
 
 * square windows of 3, 5, 6 or 7 cells a side: a depthwise convolution whose weights are all one
@@ -16,16 +16,20 @@ tests/conformance/test_qnn_htp_pool.py).  The HTP picks a kernel by the window; 
   as a tree, column-major or exactly misses 6-31 codes at exact ties; GlobalAveragePool's rule 1-34 in
   30,000.
 
-On uint16 (v68 and v73) every window but the convolution and whole-input ones takes the float32 path,
-8x8 included (0 of 28,000 codes; GlobalAveragePool's rule misses 199-2,677); the convolution windows run a 16-bit
-convolution with weight code 32 (``htp.conv16_requant``: 0 differences on most scale sets, 4-15 codes in
-6,000 on a few under every float32 derivation of M tried): refused.  int16: the QNN EP does not take it.
+On uint16 (v68 and v73) the convolution windows run the arch's 16-bit convolution with every weight code
+32 on s_w = f32(f32(1 / n) / 32): A = 32 (S + (z_x - 32768) n) (padding cells as z_x), M =
+f32(f32(s_x / s_y) s_w) -- this order: f32(f32(s_x s_w) / s_y), float64 and four other float32 orders
+are one ulp off on about one scale set in five, 4-15 codes in 6,000 there -- then v73 ``htp.conv16_requant``
+on g = (A >> 8) - round(Z / 256), v68 ``htp_ops.folded_zero_point16`` / ``conv16_multiplier_v68``;
+every other window takes the float32 path, 8x8 included (GlobalAveragePool's rule misses 199-2,677 codes
+there), whole-input windows GlobalAveragePool's rule.  Weight codes 1 .. 16, 64, 128 and 255 miss thousands
+of codes.  0 differences over 41 uint16 jobs per arch.  int16: the QNN EP does not take AveragePool.
 
 Refused: strides above 1 (2x2 / 3x3 / 5x5 with stride 2 and 4x4 with stride 4 miss 1-203 codes under
 every rule and summation order tried: another kernel), 16x16 (74 of 4,704 codes off both the float32
 path and the 15-bit rule) and larger windows, a padded convolution window with count_include_pad 0
 (25-82 codes off inside the image too), a padded 8x8 window; spatial ranks other than 2 and
-dilations (not measured); 16-bit as above.
+dilations (not measured).
 """
 from __future__ import annotations
 
@@ -45,15 +49,16 @@ CONV_WINDOWS = (3, 5, 6, 7)  # k x k windows the HTP runs as a depthwise convolu
 AVERAGE_WINDOWS = (8,)  # k x k windows on GlobalAveragePool's rule
 MAX_SQUARE, MAX_SIDE = 15, 16  # the largest square / side measured on the rules above
 WEIGHT_CODE = 128
+WEIGHT_CODE16 = 32  # uint16
 
 
 @dataclass(frozen=True)
 class HtpAvgPoolPlan:
     fplan: Any            # the float pool's plan: window, padding, count_include_pad
-    kind: str             # "conv", "average" (GlobalAveragePool's rule) or "float"
+    kind: str             # "conv", "conv16" (uint16), "average" (GlobalAveragePool's rule) or "float"
     padded: bool
     arch: str
-    M: float              # conv: the requantization multiplier of the accumulator 128 S
+    M: float              # conv: the multiplier of the accumulator 128 S (conv16: of A = 32 (...))
     xs: float
     zx: int
     ys: float
@@ -82,22 +87,23 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
         raise UnsupportedOpError(f"{where(node)}: a {kh}x{kw} AveragePool is not characterised on the HTP (measured "
                                  f"to {MAX_SQUARE}x{MAX_SQUARE} and {MAX_SIDE} cells a side; 16x16 follows another rule)")
     kind = "conv" if kh == kw and kh in CONV_WINDOWS else "average" if kh == kw and kh in AVERAGE_WINDOWS else "float"
-    if sixteen:
-        if kind == "conv":
-            raise UnsupportedOpError(f"{where(node)}: a uint16 {kh}x{kw} AveragePool is not characterised on the HTP "
-                                     "(measured: a 16-bit convolution with weight code 32, but the multiplier's "
-                                     "derivation was not pinned down)")
-        kind = "float"  # 8x8 too, on uint16 (measured)
     padded = any(fp.pads or ()) or str(fp.auto_pad).upper() not in ("NOTSET", "VALID")
     if padded and (kind == "average" or kind == "conv" and not fp.count_include_pad):
         raise UnsupportedOpError(f"{where(node)}: a padded {kh}x{kw} AveragePool"
                                  f"{'' if kind == 'average' else ' with count_include_pad 0'} is not characterised "
                                  "on the HTP (not measured for 8x8; measured for the convolution windows: neither "
                                  "their convolution nor the float32 rule)")
+    if sixteen and kind != "conv":
+        kind = "float"  # 8x8 too, on uint16 (measured)
     (xs, zx), (ys, zy) = qparams(x, node, "X"), qparams(y, node, "Y")
     f32 = np.float32
-    ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE))
-    M = float(f32(f32(f32(xs) * ws) / f32(ys)))
+    if sixteen and kind == "conv":
+        kind = "conv16"
+        ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE16))
+        M = float(f32(f32(f32(xs) / f32(ys)) * ws))
+    else:
+        ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE))
+        M = float(f32(f32(f32(xs) * ws) / f32(ys)))
     lo, hi = qrange(y.dtype)
     return HtpAvgPoolPlan(fp, kind, padded, arch, M, xs, zx, ys, zy, shift_of(y.dtype), lo, hi, y.dtype)
 
@@ -107,6 +113,18 @@ def _window_sum(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
     xc = to_channels_last(x.astype(np.int64) - p.zx, p.fplan.layout)
     win = float_pool.window(p.fplan, xc.shape[1:-1])
     return float_pool.sum_windows(pad_channels_last(xc, win), win, np.int64)
+
+
+def _conv16(p: HtpAvgPoolPlan, s: np.ndarray) -> np.ndarray:
+    """The uint16 convolution windows: the arch's 16-bit convolution on A = 32 (S + (z_x - 32768) n), every
+    tap on weight code 32 (padding cells as z_x); |A| <= 32 * 49 * 65535 < 2^27."""
+    n = int(np.prod(p.fplan.kernel_shape))
+    z = (p.zx - 32768) * WEIGHT_CODE16 * n
+    g = ((WEIGHT_CODE16 * s + z) >> 8) - int(np.floor(z / 256 + 0.5))
+    if p.arch == "v68":
+        zf = int(htp_ops.folded_zero_point16(p.zy, p.M))
+        return np.clip(np.floor((g + zf) * htp_ops.conv16_multiplier_v68(p.M) + 0.5), p.lo, p.hi)
+    return htp.conv16_requant(g, p.M, p.zy, p.lo, p.hi)
 
 
 def _run(p: HtpAvgPoolPlan, x):
@@ -121,6 +139,8 @@ def _run(p: HtpAvgPoolPlan, x):
         xf = ((x.astype(np.int64) - p.zx) * np.float32(p.xs)).astype(np.float32)  # |q - z| <= 255: one rounding
         avg = float_pool.average_pool(p.fplan, xf)
         return htp.float_path_codes(avg, p.ys, p.zy, p.shift, p.lo, p.hi).astype(p.dtype)
+    if p.kind == "conv16":
+        return from_channels_last(_conv16(p, _window_sum(p, x)), p.fplan.layout).astype(p.dtype)
     acc = WEIGHT_CODE * _window_sum(p, x)
     zy = p.zy + p.shift
     if p.arch == "v68":
