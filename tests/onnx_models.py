@@ -105,6 +105,29 @@ def residual_blocks(seed: int = 3) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def pooled_unet(seed: int = 5) -> ModelProto:
+    """A small U-Net-style model of the pooling and data-movement ops: conv + ReLU, MaxPool 2x2, conv,
+    AveragePool 3x3 (padded, count_include_pad), AveragePool 2x2 stride 1 (padded, count_include_pad 0),
+    an Add of the two, nearest Resize back up, Concat with the skip, conv head -- all of which the HTP runs
+    on 8- and 16-bit activations.  (With a Sub in place of the Add, the emulator fails to finalize the graph,
+    QNN_COMMON_ERROR_MEM_ALLOC: a finding; Sub followed by Resize is enough to trigger it.)"""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Relu", [b.op("Conv", [x, b.w("c1_w", (8, 3, 3, 3)), b.w("c1_b", (8,), 0.1)], pads=[1, 1, 1, 1])])
+    skip = h
+    h = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = b.op("Relu", [b.op("Conv", [h, b.w("c2_w", (8, 8, 3, 3)), b.w("c2_b", (8,), 0.1)], pads=[1, 1, 1, 1])])
+    a = b.op("AveragePool", [h], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
+    c = b.op("AveragePool", [h], kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=0)
+    h = b.op("Add", [a, c])
+    h = b.op("Resize", [h, "", b.w("up", (4,), value=[1, 1, 2, 2])], mode="nearest")
+    h = b.op("Concat", [h, skip], axis=1)
+    b.op("Conv", [h, b.w("c3_w", (4, 16, 1, 1)), b.w("c3_b", (4,), 0.1)])
+    b.nodes[-1].output[0] = "out"
+    return b.model("pooled_unet", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 16, 16])], opset=17)
+
+
 def swish_se_blocks(seed: int = 2) -> ModelProto:
     """EfficientNet-style: conv + SiLU (x * Sigmoid(x)), depthwise + SiLU, a squeeze-excitation gate
     (GAP, 1x1 conv + SiLU, 1x1 conv + Sigmoid, Mul broadcast over H x W), 1x1 projection, a Mul by a

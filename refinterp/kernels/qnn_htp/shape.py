@@ -75,6 +75,10 @@ def _prepare(node, ctx) -> HtpMovePlan:
                                  "in float16 there)")
     if node.op == "DepthToSpace" and x is not None and x.dtype == "int16":  # measured: the EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 DepthToSpace: the QNN EP does not take it onto the HTP")
+    if node.attrs.get("htp_concat_unmeasured"):  # passes/qdq_htp.py _concat_units
+        raise UnsupportedOpError(f"{where(node)}: a requantizing Concat input made by another op than those "
+                                 f"measured ({', '.join(node.attrs['htp_concat_unmeasured'])}): the HTP folds the "
+                                 "requantization into the producer, not characterised for it")
     out = ctx.outputs[0] if ctx.outputs else None
     n_data = len(ctx.inputs) if node.op == "Concat" else 1
     tables = []
