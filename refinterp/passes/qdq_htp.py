@@ -15,6 +15,9 @@ A quantized Mul of a tensor by its own quantized Sigmoid (SiLU / Swish as export
 more op on the HTP: a 256-entry table of x * sigmoid(x) from x's codes (measured: the Mul's output is a
 function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_htp/activation.py, while
 the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with ``htp_fused_silu``.
+
+A Concat input on other parameters made by a compute op is that op re-run onto the Concat's parameters
+(``_concat_units``).
 """
 from __future__ import annotations
 
@@ -118,8 +121,10 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
     that op a second time directly onto the Concat's parameters (its requantization folded into the
     producer; measured: the copy table of the producer's codes differs on up to 99% of them, the re-run on
     none).  Here: a clone of the producer with its output on the Concat's parameters feeds the Concat; the
-    original output stays for its other consumers.  Other producers (table activations, data movement,
-    another Concat) are marked ``htp_concat_unmeasured`` and refused by the Concat kernel."""
+    original output stays for its other consumers.  Other producers (Add, AveragePool, table activations,
+    data movement, another Concat) and Relu-range inputs into a higher Concat zero point are marked
+    ``htp_concat_unmeasured`` and refused by the Concat kernel (kernels/qnn_htp/shape.py).  A graph input's
+    codes keep the copy table."""
     producer = {o: n for n in nodes for o in n.outputs}
     out: list[Node] = []
     for n in nodes:
