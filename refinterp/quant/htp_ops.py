@@ -236,6 +236,13 @@ def conv16_multiplier_v68(M: float) -> float:
     return mantissa(256.0 * M, 11)
 
 
+def conv16_apply_v68(g: np.ndarray, z, m) -> np.ndarray:
+    """The v68 16-bit rule on g (module docstring): clamp(floor((g + Z) m + 1/2)) on the uint16 range,
+    Z and m broadcast per channel; int64 codes.  |(g + Z) m| < 2^40 with m of 11 bits: exact in float64."""
+    a = np.asarray(g, np.int64) + np.asarray(z, np.int64)
+    return np.clip(np.floor(a.astype(np.float64) * np.asarray(m, np.float64) + 0.5), 0, 65535).astype(np.int64)
+
+
 def folded_zero_point16(zero_point_u16: int, M, bias=None) -> np.ndarray:
     """Z of the v68 16-bit convolution, in g units (module docstring): floor(f32(f32(zp / M) + f32(b)) / 256),
     per channel (float32 division and sum, one floor at the end)."""

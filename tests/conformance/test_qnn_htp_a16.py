@@ -1,6 +1,7 @@
 """16-bit activations ("a16w8") under the ``qnn-htp-*`` schemes against Qualcomm's HTP emulation
-(onnxruntime-qnn 2.7.0, QNN 2.51), beyond the convolution family and Add of test_qnn_htp_ops.py: Sub of two
-tensors and the requantizing data movement; every QuantizeLinear output equal code for code."""
+(onnxruntime-qnn 2.7.0, QNN 2.51), beyond the convolution layers of test_qnn_htp_ops.py: Add / Sub of two
+tensors, data movement and pooling, and the v68 16-bit convolution over every input code; every
+QuantizeLinear output equal code for code."""
 from __future__ import annotations
 
 import zlib
@@ -58,17 +59,41 @@ def test_a16_sub(tmp_path, arch, act):
     assert np.all(got["y"] == info.min), "finding: the HTP computed this Sub; the refusal is stale"
 
 
-def _two_input_job(rng, op, act, a, b, y, n):
-    """op(a, b) of two [1, n] tensors with (scale, zero point) a, b, y; random codes."""
+def _two_input_job(rng, op, act, a, b, y, n, n_b=None):
+    """op(a, b) of a [1, n] and a [1, n_b] (default n) tensor with (scale, zero point) a, b, y; random codes."""
     info = np.iinfo(act)
+    shape_b = [1, n if n_b is None else n_b]
     i1, n1 = _qdq_in("a", a[0], a[1], act)
     i2, n2 = _qdq_in("b", b[0], b[1], act)
     io, no = _qdq_out("s", "y", y[0], y[1], act)
     m = _model(n1 + n2 + [helper.make_node(op, ["a_d", "b_d"], ["s"])] + no, i1 + i2 + io,
-               [helper.make_tensor_value_info(k, TensorProto.FLOAT, [1, n]) for k in ("a", "b")],
+               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, n]),
+                helper.make_tensor_value_info("b", TensorProto.FLOAT, shape_b)],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    qa, qb = (rng.integers(int(info.min), int(info.max) + 1, (1, n)) for _ in range(2))
+    qa = rng.integers(int(info.min), int(info.max) + 1, (1, n))
+    qb = rng.integers(int(info.min), int(info.max) + 1, shape_b)
     return m, {"a": ((qa - a[1]) * F(a[0])).astype(F), "b": ((qb - b[1]) * F(b[0])).astype(F)}
+
+
+@pytest.mark.parametrize("arch,act", A16)
+def test_a16_add(tmp_path, arch, act):
+    """Add of two 16-bit tensors (htp_ops.add16_params): random code pairs at 6 scale / zero-point sets
+    (ratios 0.1 .. 10, output scales above both, zero-point terms odd and even) and one broadcast."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(zlib.crc32(repr(("a16add", act)).encode()))
+    jobs, odd = [], 0
+    for trial in range(7):
+        s1 = float(F(10 ** rng.uniform(-4, -2)))
+        s2 = float(F(s1 * 10 ** rng.uniform(-1, 1)))
+        sy = float(F(max(s1, s2) * 10 ** rng.uniform(0, 0.6)))
+        z1, z2, zy = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(3))
+        jobs.append(_two_input_job(rng, "Add", act, (s1, z1), (s2, z2), (sy, zy), 1 << 15,
+                                   n_b=None if trial < 6 else 1))  # the last one broadcasts b
+        m1, m2 = float(F(F(s1) / F(sy))), float(F(F(s2) / F(sy)))
+        _, j1, j2, _ = htp_ops.add16_params(m1, m2, z1, z2, zy)
+        odd += (z1 * j1 + z2 * j2) % 2
+    assert 0 < odd < 7  # both parities of the zero-point term (the evened offset)
+    _check_many(tmp_path, jobs, arch)
 
 
 @pytest.mark.parametrize("arch,act", A16)

@@ -86,19 +86,19 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
     if max(kh, kw) > MAX_SIDE or kh == kw > MAX_SQUARE:
         raise UnsupportedOpError(f"{where(node)}: a {kh}x{kw} AveragePool is not characterised on the HTP (measured "
                                  f"to {MAX_SQUARE}x{MAX_SQUARE} and {MAX_SIDE} cells a side; 16x16 follows another rule)")
-    kind = "conv" if kh == kw and kh in CONV_WINDOWS else "average" if kh == kw and kh in AVERAGE_WINDOWS else "float"
+    square = kh if kh == kw else None
+    kind = "conv" if square in CONV_WINDOWS else "average" if square in AVERAGE_WINDOWS else "float"
     padded = any(fp.pads or ()) or str(fp.auto_pad).upper() not in ("NOTSET", "VALID")
     if padded and (kind == "average" or kind == "conv" and not fp.count_include_pad):
         raise UnsupportedOpError(f"{where(node)}: a padded {kh}x{kw} AveragePool"
                                  f"{'' if kind == 'average' else ' with count_include_pad 0'} is not characterised "
                                  "on the HTP (not measured for 8x8; measured for the convolution windows: neither "
                                  "their convolution nor the float32 rule)")
-    if sixteen and kind != "conv":
-        kind = "float"  # 8x8 too, on uint16 (measured)
+    if sixteen:  # uint16: the convolution windows on the 16-bit convolution, all others (8x8 too) float32
+        kind = "conv16" if kind == "conv" else "float"
     (xs, zx), (ys, zy) = qparams(x, node, "X"), qparams(y, node, "Y")
     f32 = np.float32
-    if sixteen and kind == "conv":
-        kind = "conv16"
+    if kind == "conv16":
         ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE16))
         M = float(f32(f32(f32(xs) / f32(ys)) * ws))
     else:
@@ -109,7 +109,7 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
 
 
 def _window_sum(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
-    """S = the exact window sum of q - z_x (padding cells 0), channels last; |S| <= 49 * 255."""
+    """S = the exact window sum of q - z_x (padding cells 0), channels last; |S| <= 15 * 16 * 65535."""
     xc = to_channels_last(x.astype(np.int64) - p.zx, p.fplan.layout)
     win = float_pool.window(p.fplan, xc.shape[1:-1])
     return float_pool.sum_windows(pad_channels_last(xc, win), win, np.int64)
@@ -122,8 +122,7 @@ def _conv16(p: HtpAvgPoolPlan, s: np.ndarray) -> np.ndarray:
     z = (p.zx - 32768) * WEIGHT_CODE16 * n
     g = ((WEIGHT_CODE16 * s + z) >> 8) - int(np.floor(z / 256 + 0.5))
     if p.arch == "v68":
-        zf = int(htp_ops.folded_zero_point16(p.zy, p.M))
-        return np.clip(np.floor((g + zf) * htp_ops.conv16_multiplier_v68(p.M) + 0.5), p.lo, p.hi)
+        return htp_ops.conv16_apply_v68(g, htp_ops.folded_zero_point16(p.zy, p.M), htp_ops.conv16_multiplier_v68(p.M))
     return htp.conv16_requant(g, p.M, p.zy, p.lo, p.hi)
 
 

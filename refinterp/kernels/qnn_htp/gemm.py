@@ -211,10 +211,8 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     def chan(v):
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
-    if p.form == "a16_v68":  # a = g + Z_y, times an 11-bit m, uint16 domain (htp_ops.py); |a m| < 2^40: exact
-        a = ((acc + chan(p.z)) >> 8) + chan(p.bias) + chan(p.zy_fold)
-        m = chan(p.m)
-        y = np.clip(np.floor(a.astype(np.float64) * m + 0.5), 0, 65535).astype(np.int64) - p.shift
+    if p.form == "a16_v68":  # g = (A >> 8) + term, then the v68 16-bit rule in the uint16 domain (htp_ops.py)
+        y = htp_ops.conv16_apply_v68(((acc + chan(p.z)) >> 8) + chan(p.bias), chan(p.zy_fold), chan(p.m)) - p.shift
         return np.clip(y, g.lo, g.hi).astype(g.dtype)
     if p.form == "a16":  # ORT's accumulator + Z = A; g = (A >> 8) + term (htp.py, 16-bit)
         gg = ((acc + chan(p.z)) >> 8) + chan(p.bias)
