@@ -105,12 +105,14 @@ def residual_blocks(seed: int = 3) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
-def pooled_unet(seed: int = 5) -> ModelProto:
+def pooled_unet(seed: int = 5, up: str = "resize") -> ModelProto:
     """A small U-Net-style model of the pooling and data-movement ops: conv + ReLU, MaxPool 2x2, conv,
     AveragePool 3x3 (padded, count_include_pad), AveragePool 2x2 stride 1 (padded, count_include_pad 0),
     an Add of the two, nearest Resize back up, Concat with the skip, conv head -- all of which the HTP runs
     on 8- and 16-bit activations.  (With a Sub in place of the Add, the emulator fails to finalize the graph,
-    QNN_COMMON_ERROR_MEM_ALLOC: a finding; Sub followed by Resize is enough to trigger it.)"""
+    QNN_COMMON_ERROR_MEM_ALLOC: a finding; Sub followed by Resize is enough to trigger it.)  ``up="tconv"``
+    upsamples by a ConvTranspose (4x4, stride 2, pads 1) + ReLU instead of the Resize (a ReLU: an input on a
+    Relu range into a Concat with a higher zero point is refused on the HTP, kernels/qnn_htp/MEASURED.md)."""
     b = _Builder(seed)
     x = "input"
     h = b.op("Relu", [b.op("Conv", [x, b.w("c1_w", (8, 3, 3, 3)), b.w("c1_b", (8,), 0.1)], pads=[1, 1, 1, 1])])
@@ -120,7 +122,11 @@ def pooled_unet(seed: int = 5) -> ModelProto:
     a = b.op("AveragePool", [h], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
     c = b.op("AveragePool", [h], kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=0)
     h = b.op("Add", [a, c])
-    h = b.op("Resize", [h, "", b.w("up", (4,), value=[1, 1, 2, 2])], mode="nearest")
+    if up == "tconv":
+        h = b.op("Relu", [b.op("ConvTranspose", [h, b.w("up_w", (8, 8, 4, 4)), b.w("up_b", (8,), 0.1)],
+                               strides=[2, 2], pads=[1, 1, 1, 1])])
+    else:
+        h = b.op("Resize", [h, "", b.w("up", (4,), value=[1, 1, 2, 2])], mode="nearest")
     h = b.op("Concat", [h, skip], axis=1)
     b.op("Conv", [h, b.w("c3_w", (4, 16, 1, 1)), b.w("c3_b", (4,), 0.1)])
     b.nodes[-1].output[0] = "out"

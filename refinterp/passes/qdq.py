@@ -53,6 +53,7 @@ class _Fuser:
     graph of N nodes is processed in O(N)."""
 
     QRANGE = _QRANGE  # the stored types a unit may have (a backend's fuser may take more)
+    WEIGHTED = ("Conv", "DepthwiseConv", "Gemm")  # DQ(x), DQ(constant weights), optional DQ(int32 bias)
 
     def __init__(self, g: Graph, u8_reencode: bool = False) -> None:
         self.g = g
@@ -294,7 +295,7 @@ class _Fuser:
         if hit is None:
             return
         q, qqp = hit
-        if n.op in ("Conv", "DepthwiseConv", "Gemm"):
+        if n.op in self.WEIGHTED:
             x = self.dq(n.inputs[0])
             w = self.dq(n.inputs[1], per_tensor=False, const=True) if len(n.inputs) > 1 else None
             if x is None or w is None:
@@ -325,7 +326,7 @@ class _Fuser:
         else:
             return
         # activations (not the constant weights / bias) and the output must share one storage type
-        acts = [p[1] for p in parts[:1]] if n.op in ("Conv", "DepthwiseConv", "Gemm", "MatMul") \
+        acts = [p[1] for p in parts[:1]] if n.op in self.WEIGHTED + ("MatMul",) \
             else [p[1] for p in parts if p[0] is not None]
         types = {self.effective_type(a) for a in acts} | {self.effective_type(q.outputs[0])}
         if len(types) != 1:

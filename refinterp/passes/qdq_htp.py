@@ -5,7 +5,8 @@ movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gathe
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
 so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sqrt, Abs, Log, Floor, Neg, Sub and
 Div (fused here too; ORT's
-own QDQ fusion leaves them in float).
+own QDQ fusion leaves them in float), and ConvTranspose with DQ(constant weights) and an optional DQ(int32
+bias) as Conv.
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
 HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is
@@ -42,6 +43,7 @@ class _HtpFuser(_Fuser):
     # 16-bit units too: the QNN EP takes them as quantized ops; the HTP kernels run the 16-bit rules
     # they have (kernels/qnn_htp/gemm.py) and refuse the rest naming the node
     QRANGE = {**_QRANGE, "uint16": (0, 65535), "int16": (-32768, 32767)}
+    WEIGHTED = _Fuser.WEIGHTED + ("ConvTranspose",)  # the QNN EP takes a QDQ ConvTranspose as one op
 
     def may_drop(self, n) -> bool:
         """A Relu between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its table,
@@ -101,7 +103,7 @@ def _silu_units(nodes: list[Node], tensors) -> list[Node]:
 # test_qnn_htp_concat.py; Add and AveragePool re-run too but are 1 code off on a few sets where their own
 # output saturates at 0: refused with the others, as is any input on a Relu range into a Concat whose zero
 # point is higher, _relu_into_lower); a graph input's QuantizeLinear keeps the copy table
-CONCAT_FOLDS = ("Conv", "Sub", "Mul", "MaxPool")
+CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool")
 
 
 def _same_quant(a, b) -> bool:

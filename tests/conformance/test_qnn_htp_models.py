@@ -141,15 +141,17 @@ def test_a16w8_residual_model(tmp_path, arch, pc):
     assert tensors == 9 and compared > 30000, (tensors, compared)
 
 
-@pytest.mark.parametrize("arch,act", [(a, act) for a in ("68", "73") for act in ("uint8", "uint16")])
-def test_pooled_unet_model(tmp_path, arch, act):
+@pytest.mark.parametrize("arch,act,up", [(a, act, up) for a in ("68", "73") for act in ("uint8", "uint16")
+                                         for up in ("resize", "tconv")])
+def test_pooled_unet_model(tmp_path, arch, act, up):
     """tests/onnx_models.py pooled_unet (MaxPool, padded AveragePool 3x3 and 2x2, Add, nearest Resize,
     Concat with a skip, convolutions) by quantize_static with uint8 or uint16 activations: every quantized
-    tensor equals the emulator (the skip enters the Concat re-run from its convolution, passes/qdq_htp.py).
+    tensor equals the emulator (the skip enters the Concat re-run from its convolution, passes/qdq_htp.py);
+    upsampled by the Resize or by a ConvTranspose.
     The float output, the HTP's DequantizeLinear of a 16-bit tensor, is within 4 float32 ulps at uint16
     (not characterised, as in test_a16w8_residual_model); one ulp at uint8."""
     shape = [1, 3, 16, 16]
-    model = _quantize(pooled_unet(), tmp_path, "unet", act, False, shape)
+    model = _quantize(pooled_unet(up=up), tmp_path, "unet", act, False, shape)
     feeds = tmp_path / "in.npz"
     np.savez(feeds, input=np.random.default_rng(6).standard_normal(shape).astype(np.float32))
     tensors, compared = _compare_model(model, feeds, arch, tmp_path, float_ulps=4 if act == "uint16" else 1)

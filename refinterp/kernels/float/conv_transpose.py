@@ -42,7 +42,7 @@ def _tup(v):
     return None if v is None else tuple(int(t) for t in np.asarray(v).ravel())
 
 
-def _prepare(node, ctx) -> ConvTransposePlan:
+def prepare_node(node, ctx) -> ConvTransposePlan:
     a = node.attrs
     layout = a.get("layout") or "NCHW"
     return ConvTransposePlan(node.name, layout, a.get("weight_layout") or (
@@ -74,7 +74,8 @@ def _weights(w: np.ndarray, plan: ConvTransposePlan, group: int, nsp: int) -> np
     raise ModelError(f"node '{plan.name}': unknown weight_layout '{plan.weight_layout}'")
 
 
-def _geometry(plan: ConvTransposePlan, in_sizes, kshape, nsp):
+def geometry(plan: ConvTransposePlan, in_sizes, kshape, nsp):
+    """(strides, dilations, begin, out): output o is full-result position o + begin per spatial dim."""
     s = ints(plan.strides, nsp, 1)
     d = ints(plan.dilations, nsp, 1)
     op = ints(plan.output_padding, nsp, 0)
@@ -107,7 +108,7 @@ def _geometry(plan: ConvTransposePlan, in_sizes, kshape, nsp):
     return s, d, begin, out
 
 
-@kernel("ConvTranspose", "float", prepare=_prepare)
+@kernel("ConvTranspose", "float", prepare=prepare_node)
 def conv_transpose(plan: ConvTransposePlan, x, w, b=None, output_shape=None):
     check_output_shape(plan, output_shape)
     cdt = compute_dtype(x)
@@ -120,7 +121,7 @@ def conv_transpose(plan: ConvTransposePlan, x, w, b=None, output_shape=None):
         raise ModelError(f"node '{plan.name}': weights expect {g * cg} input channels, got {cin}")
     kshape = wk.shape[:nsp]
     in_sizes = xc.shape[1:-1]
-    s, d, begin, out = _geometry(plan, in_sizes, kshape, nsp)
+    s, d, begin, out = geometry(plan, in_sizes, kshape, nsp)
     full = [(i - 1) * ss + (k - 1) * dd + 1 for i, ss, k, dd in zip(in_sizes, s, kshape, d)]
     lo = [min(0, bb) for bb in begin]
     hi = [max(f, bb + o) for f, bb, o in zip(full, begin, out)]

@@ -26,6 +26,7 @@ from refinterp.errors import ModelError, UnsupportedOpError
 from refinterp.quant import mlas
 from refinterp.settings import fast_kernels
 from ..float import conv as float_conv
+from ..float import conv_transpose as float_tconv
 from ..tflite.common import where
 from .common import ort_kernel
 from ..spatial import (from_channels_last, ints, pad_channels_last, resolve_window, to_channels_last,
@@ -36,6 +37,7 @@ from ..registry import kernel
 
 _FAST = fast_kernels()
 VARIANTS = ("ort", "onnx_ref")
+CONV_KINDS = ("Conv", "DepthwiseConv", "ConvTranspose")  # bias per channel on the channel axis
 IMPLS = ("mlas_f32", "onnx_ref_f64", "fixed_point_rndnu", "mlas_f32_u8s8_sat16")
 
 
@@ -97,6 +99,11 @@ def prepare_node(node, ctx, kind: str):
         n_out = wshape[0] if (node.attrs.get("weight_layout") or "OIHW") != "1HWO" else wshape[-1]
         fplan = float_conv.prepare_node(node, ctx, depthwise=kind == "DepthwiseConv")
         chan_axis = -1 if layout == "NHWC" else 1
+    elif kind == "ConvTranspose":  # no ORT kernel: the accumulator for other engines (the HTP's), ONNX layout
+        if layout != "NCHW" or (node.attrs.get("weight_layout") or "OIHW") != "OIHW":
+            raise UnsupportedOpError(f"{where(node)}: a quantized ConvTranspose is supported in ONNX layout only")
+        fplan = float_tconv.prepare_node(node, ctx)
+        n_out, chan_axis = wshape[1] * fplan.group, 1
     else:
         trans_b = kind == "Gemm" and int(node.attrs.get("transB", 0))
         n_out = wshape[0] if trans_b else wshape[-1]
@@ -116,7 +123,7 @@ def prepare_node(node, ctx, kind: str):
         if bt.const is None:
             raise ModelError(f"{where(node)}: a computed int32 bias is not supported")
         bias = bt.const.astype(np.int64)
-        bias = bias.reshape(-1) if kind in ("Conv", "DepthwiseConv") else bias
+        bias = bias.reshape(-1) if kind in CONV_KINDS else bias
     if out.quant is None or np.dtype(out.dtype).kind == "f":
         mult, zy, lo, hi, dtype = base, 0, 0, 0, "float32"
     else:
@@ -133,7 +140,7 @@ def _finish(plan: QGemmPlan, acc: np.ndarray) -> np.ndarray:
     view = [1] * acc.ndim
     view[plan.chan_axis] = -1
     if plan.bias is not None:  # Conv: per output channel; QGemm C: broadcast against (M, N)
-        acc = acc + (plan.bias.reshape(view) if plan.kind in ("Conv", "DepthwiseConv") else plan.bias)
+        acc = acc + (plan.bias.reshape(view) if plan.kind in CONV_KINDS else plan.bias)
     mult = plan.mult.reshape(view) if plan.mult.size > 1 else plan.mult.reshape(())
     if plan.dtype == "float32":
         return (acc.astype(np.float32) * mult).astype(np.float32)
@@ -148,6 +155,13 @@ def _wq(plan: QGemmPlan, w) -> np.ndarray:
 def _sat16(plan: QGemmPlan, x, w) -> bool:
     return (plan.impl == "mlas_f32_u8s8_sat16" and np.asarray(x).dtype == np.uint8
             and np.asarray(w).dtype == np.int8)
+
+
+def tconv_acc(plan: QGemmPlan, x, w) -> np.ndarray:
+    """ConvTranspose: sum (x - zx) * (w - zw) over the taps reaching each output, exact (float64 on
+    integer values, |acc| < 2^53)."""
+    xf = np.asarray(x).astype(np.float64) - plan.zx
+    return np.rint(float_tconv.conv_transpose(plan.fplan, xf, _wq(plan, w)))
 
 
 def conv_acc(plan: QGemmPlan, x, w) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""HTP Conv / DepthwiseConv / Gemm / MatMul with 8-bit activations and int8 weights (symmetric).
+"""HTP Conv / DepthwiseConv / ConvTranspose / Gemm / MatMul with 8- and 16-bit activations, int8 weights.
 
 The accumulator (zero points subtracted, int32 bias added) is exact, from the ONNX Runtime plan
 (kernels/onnxruntime/gemm.py); the epilogue is the HTP's:
@@ -14,6 +14,10 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   without the bias, plus the output zero point and the bias folded in accumulator units, times an
   11-bit multiplier (htp_ops.py, "v68 16-bit convolution"); an int16 depthwise Conv (the QNN EP does
   not take it) and a strided 16-bit depthwise one are refused.
+* ConvTranspose (2-D, one group, int8 weights per-tensor or on axis 1): the exact accumulator of the
+  transposed convolution (``ort_gemm.tconv_acc``) through the arch's rule above, 8 and 16 bit.  At 16
+  bits the HTP runs one convolution per output phase, so Z is per phase (``_tconv_phase_z``).  A dilated
+  one the QNN EP does not take (measured); grouped, 1-D and 3-D ones are not measured: refused.
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
   multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
@@ -34,6 +38,7 @@ import numpy as np
 
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp, htp_ops, htp_weights
+from ..float import conv_transpose as float_tconv
 from ..onnxruntime import gemm as ort_gemm
 from ..tflite.common import where
 from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
@@ -52,6 +57,8 @@ class HtpGemmPlan:
     #            m holds the integer mi, bias the term added to A >> 8) | a16_v68 (m the 11-bit multiplier)
     bound: np.ndarray | None = None  # a16: |g| beyond which the output saturates (htp.conv16_bound)
     zy_fold: np.ndarray | None = None  # a16_v68: the output zero point and bias folded, in g units
+    # 16-bit ConvTranspose: Z per output channel and phase (M, s_h, s_w), z and bias then without it
+    phase_z: np.ndarray | None = None
 
 
 def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
@@ -59,6 +66,8 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
         raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
+    if kind == "ConvTranspose":
+        _require_tconv(node, ctx)
     if x is not None and y is not None and x.dtype in SIXTEEN_BIT:
         return _prepare16(node, ctx, kind, arch)
     require_8bit(node, [x, y])
@@ -114,6 +123,19 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
 
 
+def _require_tconv(node, ctx) -> None:
+    """ConvTranspose is measured 2-D, with one group and constant int8 weights, per-tensor or per output
+    channel (axis 1)."""
+    w = ctx.inputs[1]
+    if int(node.attrs.get("group", 1) or 1) != 1 or w is None or w.dtype != "int8" or w.const is None \
+            or w.const.ndim != 4 or w.quant is None or not (w.quant.per_tensor or w.quant.axis % 4 == 1):
+        raise UnsupportedOpError(f"{where(node)}: ConvTranspose with group {node.attrs.get('group', 1)} and "
+                                 f"{getattr(w, 'dtype', None)} weights: the HTP's is characterised 2-D with one "
+                                 "group and constant int8 weights, per-tensor or on axis 1, only")
+    if any(int(v) != 1 for v in node.attrs.get("dilations") or ()):  # measured: the EP leaves it unassigned
+        raise UnsupportedOpError(f"{where(node)}: a dilated ConvTranspose: the QNN EP does not take it onto the HTP")
+
+
 def _htp_bias(node, ctx, bias: np.ndarray, ws: np.ndarray, per_channel: bool) -> np.ndarray:
     """The int32 bias the v73 HTP adds (htp.py): per-channel weights re-quantize the whole vector
     (``conv_bias_per_channel``, the bias scale s_x * s_w[c] only), per-tensor ones -- and one-scale
@@ -157,12 +179,17 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
                                  "characterised at 16 bits on the HTP")
     ws = np.asarray(w.quant.scale, np.float32).ravel()
     wc = np.asarray(w.const).astype(np.int64)
-    axis = 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB else wc.ndim - 1
+    axis = 1 if kind == "ConvTranspose" else 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB \
+        else wc.ndim - 1
     wsum = np.moveaxis(wc, axis, 0).reshape(wc.shape[axis], -1).sum(1)  # every tap, padding included
     moved = 32768 if x.dtype == "uint16" else 0
     Z = (plan.zx - moved) * wsum
     bias = plan.bias
     term = -np.floor(Z / 256 + 0.5).astype(np.int64)
+    phase_z = None
+    if kind == "ConvTranspose":  # Z of the output's phase, not of every tap (_tconv_phase_z)
+        phase_z = _tconv_phase_z(plan, wc, plan.zx - moved)
+        Z, term = np.zeros_like(Z), np.zeros_like(term)
     if bias is not None and arch == "v73":
         bias = _htp_bias(node, ctx, bias, ws, ws.size > 1)
         term = term + np.trunc(np.asarray(bias, np.int64) / 256).astype(np.int64)
@@ -175,12 +202,26 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
         shift = 32768 if y.dtype == "int16" else 0
         m = np.array([htp_ops.conv16_multiplier_v68(float(M)) for M in mult], np.float64)
         zy = htp_ops.folded_zero_point16(plan.zy + shift, np.asarray(mult, np.float64), bias)
-        return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy_fold=zy)
+        return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy_fold=zy,
+                           phase_z=phase_z)
     params = [htp.conv16_requant_params(float(M)) for M in mult]
     k = np.array([p[0] for p in params], np.int64)
     mi = np.array([p[1] for p in params], np.int64)
     bound = np.array([htp.conv16_bound(float(M)) for M in mult], np.int64)
-    return HtpGemmPlan(plan, arch, term, k, mi, Z, 0, "a16", bound)
+    return HtpGemmPlan(plan, arch, term, k, mi, Z, 0, "a16", bound, phase_z=phase_z)
+
+
+def _tconv_phase_z(plan, wc: np.ndarray, zx_moved: int) -> np.ndarray:
+    """(M, s_h, s_w): the HTP runs a strided ConvTranspose as one convolution per output phase (full-result
+    position u mod s), whose taps are those k = u (mod s); its Z is (z_x - moved) times their weight sum.
+    Measured at 16 bits (v68 and v73, uint16 and int16): 0 codes off, while Z over the taps that reach each
+    output misses 1-27 codes in 600-5,400 and Z over every tap (stride 1 only) up to 296 in 2,400."""
+    s = [int(v) for v in (plan.fplan.strides or (1, 1))]
+    out = np.zeros((wc.shape[1], s[0], s[1]), np.int64)
+    for py in range(s[0]):
+        for px in range(s[1]):
+            out[:, py, px] = zx_moved * wc[:, :, py::s[0], px::s[1]].sum((0, 2, 3))
+    return out
 
 
 def _symmetric_weights(node, plan, ws: np.ndarray, kind: str):
@@ -202,7 +243,8 @@ def _symmetric_weights(node, plan, ws: np.ndarray, kind: str):
     return plan, ws, rh
 
 
-def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
+def _epilogue(p: HtpGemmPlan, acc, zt=None) -> np.ndarray:
+    """``zt``: the 16-bit (Z, term) per output position when they are not per channel (ConvTranspose)."""
     g = p.gemm
     acc = np.asarray(acc).astype(np.int64)
     view = [1] * acc.ndim
@@ -211,15 +253,17 @@ def _epilogue(p: HtpGemmPlan, acc) -> np.ndarray:
     def chan(v):
         return v.reshape(()) if v.size == 1 else v.reshape(view)
 
+    if p.form in ("a16", "a16_v68"):  # the 16-bit plans always carry Z and the term
+        Z, term = zt if zt is not None else (chan(p.z), chan(p.bias))
     if p.form == "a16_v68":  # g = (A >> 8) + term, then the v68 16-bit rule in the uint16 domain (htp_ops.py)
-        y = htp_ops.conv16_apply_v68(((acc + chan(p.z)) >> 8) + chan(p.bias), chan(p.zy_fold), chan(p.m)) - p.shift
+        y = htp_ops.conv16_apply_v68(((acc + Z) >> 8) + term, chan(p.zy_fold), chan(p.m)) - p.shift
         return np.clip(y, g.lo, g.hi).astype(g.dtype)
     if p.form == "a16":  # ORT's accumulator + Z = A; g = (A >> 8) + term (htp.py, 16-bit)
-        gg = ((acc + chan(p.z)) >> 8) + chan(p.bias)
+        gg = ((acc + Z) >> 8) + term
         y = htp.conv16_apply(gg, chan(p.k), chan(p.m), chan(p.bound), g.zy, g.lo, g.hi)
         return y.astype(g.dtype)
     if p.bias is not None:
-        acc = acc + (chan(p.bias) if g.kind in ("Conv", "DepthwiseConv") else p.bias)
+        acc = acc + (chan(p.bias) if g.kind in ort_gemm.CONV_KINDS else p.bias)
     k, m = chan(p.k), chan(p.m)
     if p.form == "dw_s2":
         y = htp_ops.dw_stride2_requant(acc + chan(p.z), k, m.astype(np.int64), g.lo + p.shift, g.hi + p.shift)
@@ -238,10 +282,23 @@ def _conv(p: HtpGemmPlan, x, w, b=None):
     return _epilogue(p, ort_gemm.conv_acc(p.gemm, x, w))
 
 
+def _tconv(p: HtpGemmPlan, x, w, b=None):
+    acc = ort_gemm.tconv_acc(p.gemm, x, w)
+    if p.phase_z is None:
+        return _epilogue(p, acc)
+    fp = p.gemm.fplan  # output o is full-result position o + begin; its phase (o + begin) mod s
+    s, _, begin, out = float_tconv.geometry(fp, np.shape(x)[2:], np.shape(w)[2:], 2)
+    uy, ux = ((np.arange(n) + b0) % s0 for n, b0, s0 in zip(out, begin, s))
+    Z = p.phase_z[:, uy][:, :, ux][None]  # (1, M, OH, OW)
+    term = p.bias.reshape(1, -1, 1, 1) - np.floor(Z / 256 + 0.5).astype(np.int64)
+    return _epilogue(p, acc, (Z, term))
+
+
 def _matmul(p: HtpGemmPlan, a, b, c=None):  # Gemm: C is the bias, already on the plan
     return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
 
 
-for _kind, _run in (("Conv", _conv), ("DepthwiseConv", _conv), ("MatMul", _matmul), ("Gemm", _matmul)):
+for _kind, _run in (("Conv", _conv), ("DepthwiseConv", _conv), ("ConvTranspose", _tconv), ("MatMul", _matmul),
+                    ("Gemm", _matmul)):
     for _variant in ARCHS:
         htp_kernel(_kind, _variant, functools.partial(_prepare, kind=_kind, variant=_variant))(_run)
