@@ -24,7 +24,9 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
   depthwise kernel takes w - z_w as it is.
 
-Refused at prepare: int8 weights with a zero point other than 0 (not
+Refused at prepare: a dilated Conv with strides above 1 (measured: 1-20 codes in 2,000-9,000 off the
+convolution rule, not identified; dilated depthwise ones and dilated stride 1 follow the rules above), int8
+weights with a zero point other than 0 (not
 measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
 Gemm with alpha / beta other than 1, float outputs.
 """
@@ -68,6 +70,10 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
         raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
     if kind == "ConvTranspose":
         _require_tconv(node, ctx)
+    if kind == "Conv" and any(int(v) != 1 for v in node.attrs.get("dilations") or ()) \
+            and any(int(v) != 1 for v in node.attrs.get("strides") or ()):
+        raise UnsupportedOpError(f"{where(node)}: a dilated Conv with strides {list(node.attrs['strides'])}: the "
+                                 "HTP runs another kernel there, not characterised (kernels/qnn_htp/MEASURED.md)")
     if x is not None and y is not None and x.dtype in SIXTEEN_BIT:
         return _prepare16(node, ctx, kind, arch)
     require_8bit(node, [x, y])

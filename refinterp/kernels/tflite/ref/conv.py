@@ -173,7 +173,7 @@ def qdepthwise_conv(plan: QConvPlan, x, w, b=None):
 def prepare_tconv(node, ctx, **kw):
     wl = node.attrs.get("weight_layout") or "OHWI"
     axis = 0 if wl == "OHWI" else 1
-    return prepare_common(node, ctx, axis, _ftconv._prepare(node, ctx), **kw)
+    return prepare_common(node, ctx, axis, _ftconv.prepare_node(node, ctx), **kw)
 
 
 @kernel("ConvTranspose", VARIANT, prepare=prepare_tconv)
