@@ -244,6 +244,11 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
         attrs = {a.name: _attr(a, where, available, opsets) for a in n.attribute}
         node = Node(label, op, list(n.input), list(n.output), attrs, source_op=source_op, index=idx)
         first_dtype = next((ctx.dtype(i, "") for i in node.inputs if i and ctx.dtype(i, "")), "float32")
+        if source_op != op:  # shape inference does not type the contrib ops: DQ gives the scale's type,
+            # Q the zero point's (uint8 without one), as the ONNX ops
+            ins = node.inputs + ["", ""]
+            first_dtype = (ctx.dtype(ins[1], "float32") if op == "DequantizeLinear"
+                           else ctx.dtype(ins[2], "uint8") if ins[2] else "uint8")
         if convert_qop(node, ctx) is not None:
             # QOperator attributes follow the latest op forms; QLinearSoftmax names its Softmax opset.
             opset = int(node.attrs.pop("opset", LATEST_OPSET))

@@ -201,6 +201,23 @@ def test_qoperator_ops_become_float_ops_with_quant_params():
     assert g.nodes[0].attrs["layout"] == "NCHW" and g.nodes[0].attrs["weight_layout"] == "OIHW"
 
 
+def test_contrib_quantize_dequantize_outputs_are_typed_as_the_onnx_ops():
+    """com.microsoft QuantizeLinear / DequantizeLinear (shape inference leaves them untyped): Q gives its zero
+    point's type (uint8 without one), DQ its scale's, as the ONNX ops; not the first input's type."""
+    c = lambda n, v, dt: numpy_helper.from_array(np.array(v, dt), n)  # noqa: E731
+    ms = "com.microsoft"
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], domain=ms),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], domain=ms),
+             helper.make_node("QuantizeLinear", ["d", "s"], ["q8"], domain=ms),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bd"], domain=ms),
+             helper.make_node("Add", ["d", "bd"], ["y"])]
+    m = _model(nodes, [_vi("x", [4])], [_vi("y", [4]), _vi("q8", [4], TensorProto.UINT8)],
+               [c("s", 0.01, np.float32), c("z", 30000, np.uint16), c("b", [1, 2, 3, 4], np.int32),
+                c("bs", 0.001, np.float32)], domains=[ms])
+    t = load_onnx_model(m).tensors
+    assert (t["q"].dtype, t["d"].dtype, t["q8"].dtype, t["bd"].dtype) == ("uint16", "float32", "uint8", "float32")
+
+
 def test_qoperator_scale_must_be_constant():
     """QLinearConv / QLinearMatMul read run-time scales themselves (``*Runtime`` ops); the other
     QOperator ops need constant ones to turn into quantized tensors."""
