@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
-from tests.conformance.test_qnn_htp_ops import MAIN, _check_many, _qdq_in, _qdq_out, _refused
+from tests.conformance.test_qnn_htp_ops import MAIN, _check_many, _ep_refuses, _qdq_in, _qdq_out, _refused
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -22,9 +22,9 @@ except ImportError:  # the wheel exists for linux x86-64 only
 F = np.float32
 
 
-def _conv_model(x_shape, w, ws, wz, bias, xs, xz, ys, yz, wtype=np.uint8, **attrs):
-    """x -> Q/DQ (uint8) -> Conv(DQ(w with zero point wz), DQ(bias)) -> Q -> DQ."""
-    inits, nodes = _qdq_in("x", xs, xz, "uint8")
+def _conv_model(x_shape, w, ws, wz, bias, xs, xz, ys, yz, wtype=np.uint8, act="uint8", **attrs):
+    """x -> Q/DQ (``act``) -> Conv(DQ(w with zero point wz), DQ(bias)) -> Q -> DQ."""
+    inits, nodes = _qdq_in("x", xs, xz, act)
     inits += [_init(w, "w", wtype), _init(ws, "ws", np.float32), _init(wz, "wz", wtype)]
     nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0))
     ins = ["x_d", "wd"]
@@ -35,7 +35,7 @@ def _conv_model(x_shape, w, ws, wz, bias, xs, xz, ys, yz, wtype=np.uint8, **attr
         nodes.append(helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0))
         ins.append("bd")
     nodes.append(helper.make_node("Conv", ins, ["c"], **attrs))
-    i2, n2 = _qdq_out("c", "y", ys, yz, "uint8")
+    i2, n2 = _qdq_out("c", "y", ys, yz, act)
     return _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
 
@@ -92,17 +92,54 @@ def test_layers(tmp_path, arch, kind):
 
 
 @pytest.mark.parametrize("arch", MAIN)
-@pytest.mark.parametrize("op", ["Gemm", "MatMul"])
-def test_gemm_matmul(tmp_path, arch, op):
-    """uint8 B with a zero point: the same per-output-column re-quantization (Gemm with a bias)."""
-    rng = np.random.default_rng(zlib.crc32(op.encode()) + 5)
+@pytest.mark.parametrize("kind", ["conv3x3", "conv1x1_128", "dw_s1"])
+def test_layers_16bit_activations(tmp_path, arch, kind):
+    """uint16 activations with uint8 weights (``get_qnn_qdq_config(activation_type=QUInt16)``'s default
+    weights): the same re-quantization to symmetric int8, then the arch's 16-bit convolution rule with
+    the per-channel multipliers f32(M rh) (v68: the bias folded as b / rh)."""
+    act = "uint16"
+    rng = np.random.default_rng(zlib.crc32((act + kind).encode()))
+    info = np.iinfo(act)
+    jobs = []
+    for trial in range(6):
+        C, H = (128, 7) if kind == "conv1x1_128" else (16, 11)
+        kk = 1 if kind == "conv1x1_128" else 3
+        O, cg, group = (C, 1, C) if kind.startswith("dw") else (8, C, 1)
+        xs, ws = (float(F(10 ** rng.uniform(-5, -3))) for _ in range(2))
+        M = 10 ** rng.uniform(-3.5, np.log10(3.0))
+        ys = float(F(xs * ws / M))
+        xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
+        wz = int(rng.integers(0, 256))
+        w = rng.integers(0, 256, (O, cg, kk, kk)).astype(np.uint8)
+        bias = rng.integers(-2 ** 22, 2 ** 22, O).astype(np.int32) if trial % 2 else None
+        m = _conv_model((1, C, H, H), w, ws, wz, bias, xs, xz, ys, yz, act=act, group=group, pads=[kk // 2] * 4)
+        q = rng.integers(int(info.min), int(info.max) + 1, (1, C, H, H))
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_int16_activations_with_uint8_weights_are_refused_as_the_qnn_ep_refuses_them(tmp_path):
+    m = _conv_model((1, 4, 5, 5), np.full((8, 4, 1, 1), 200, np.uint8), 0.004, 100, None, 1e-4, 0, 1e-3, 0,
+                    act="int16")
+    assert "int16 activations with uint8 weights" in _refused(tmp_path, m, "qnn-htp-v73")
+    _ep_refuses(tmp_path, m, (1, 4, 5, 5), "Unsupported nodes in QNN EP")
+
+
+@pytest.mark.parametrize("arch", MAIN)
+@pytest.mark.parametrize("op,act", [(op, act) for op in ("Gemm", "MatMul") for act in ("uint8", "uint16")])
+def test_gemm_matmul(tmp_path, arch, op, act):
+    """uint8 B with a zero point: the same per-output-column re-quantization (Gemm with a bias); uint16
+    activations: then the 16-bit rule."""
+    rng = np.random.default_rng(zlib.crc32(op.encode()) + 5 + (act == "uint16"))
     B, K, N = 64, 96, 24
+    top = np.iinfo(act).max
     jobs = []
     for trial in range(4):
         xs, ws = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
-        ys = float(F(xs * ws * 40 * 128 / 10 ** rng.uniform(-1, 1)))
-        xz, yz, wz = (int(rng.integers(0, 256)) for _ in range(3))
-        inits, nodes = _qdq_in("x", xs, xz, "uint8")
+        ys = float(F(xs * ws * 40 * 128 / 10 ** rng.uniform(-1, 1) / (256 if act == "uint16" else 1)))
+        xz, yz = (int(rng.integers(0, top + 1)) for _ in range(2))
+        wz = int(rng.integers(0, 256))
+        inits, nodes = _qdq_in("x", xs, xz, act)
         if op == "Gemm":
             w = rng.integers(0, 256, (N, K)).astype(np.uint8)
             bias = rng.integers(-30000, 30000, N).astype(np.int32)
@@ -116,10 +153,10 @@ def test_gemm_matmul(tmp_path, arch, op):
             inits += [_init(w, "w", np.uint8), _init(ws, "ws", np.float32), _init(wz, "wz", np.uint8)]
             nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
                       helper.make_node("MatMul", ["x_d", "wd"], ["c"])]
-        i2, n2 = _qdq_out("c", "y", ys, yz, "uint8")
+        i2, n2 = _qdq_out("c", "y", ys, yz, act)
         m = _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K])],
                    [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-        q = rng.integers(0, 256, (B, K))
+        q = rng.integers(0, top + 1, (B, K))
         jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
     _check_many(tmp_path, jobs, arch)
 

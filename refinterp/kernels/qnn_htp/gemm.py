@@ -171,8 +171,8 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     if y.dtype != x.dtype:
         raise UnsupportedOpError(f"{where(node)}: input {x.dtype} and output {y.dtype}: the HTP's 16-bit "
                                  "convolution is characterised with one 16-bit type in and out")
-    if w is None or w.dtype != "int8" or w.const is None:
-        raise UnsupportedOpError(f"{where(node)}: 16-bit activations are characterised with constant int8 "
+    if w is None or w.dtype not in ("int8", "uint8") or w.const is None:
+        raise UnsupportedOpError(f"{where(node)}: 16-bit activations are characterised with constant 8-bit "
                                  "weights only")
     if kind == "DepthwiseConv" and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 depthwise Conv: the QNN EP does not take it onto the HTP")
@@ -180,11 +180,22 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
         raise UnsupportedOpError(f"{where(node)}: a strided 16-bit depthwise Conv is not characterised on the HTP "
                                  "(measured: another kernel)")
-    if plan.dtype == "float32" or np.any(np.asarray(plan.zw) != 0):
-        raise UnsupportedOpError(f"{where(node)}: a float output or int8 weights with a zero point: not "
-                                 "characterised at 16 bits on the HTP")
     ws = np.asarray(w.quant.scale, np.float32).ravel()
-    wc = np.asarray(w.const).astype(np.int64)
+    rh = None
+    if w.dtype == "uint8":  # re-quantized to symmetric int8 per channel as at 8 bits (htp_weights.py)
+        if x.dtype == "int16":  # measured: the QNN EP leaves such a Conv unassigned
+            raise UnsupportedOpError(f"{where(node)}: int16 activations with uint8 weights: the QNN EP does not "
+                                     "take them onto the HTP")
+        if ws.size != 1 or kind == "ConvTranspose":
+            raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales, or in a ConvTranspose: "
+                                     "not characterised at 16 bits on the HTP")
+        plan, ws, rh = _symmetric_weights(node, plan, ws, kind)
+    elif np.any(np.asarray(plan.zw) != 0):
+        raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point: not characterised at 16 bits "
+                                 "on the HTP")
+    if plan.dtype == "float32":
+        raise UnsupportedOpError(f"{where(node)}: a float output: not characterised at 16 bits on the HTP")
+    wc = np.rint(plan.w).astype(np.int64)  # w - z_w (or the re-quantized w')
     axis = 1 if kind == "ConvTranspose" else 0 if kind in ("Conv", "DepthwiseConv") or plan.fplan.transB \
         else wc.ndim - 1
     wsum = np.moveaxis(wc, axis, 0).reshape(wc.shape[axis], -1).sum(1)  # every tap, padding included
@@ -197,9 +208,11 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
         phase_z = _tconv_phase_z(plan, wc, plan.zx - moved)
         Z, term = np.zeros_like(Z), np.zeros_like(term)
     if bias is not None and arch == "v73":
-        bias = _htp_bias(node, ctx, bias, ws, ws.size > 1)
+        bias = _htp_bias(node, ctx, bias, ws, ws.size > 1 and rh is None)
         term = term + np.trunc(np.asarray(bias, np.int64) / 256).astype(np.int64)
-    if ws.size > 1:  # through the largest weight scale, as v68 (measured: 0 of 524,288 codes differ;
+    if rh is not None:  # f32(M rh) per channel, from _symmetric_weights
+        mult = np.asarray(plan.mult, np.float64).ravel()
+    elif ws.size > 1:  # through the largest weight scale, as v68 (measured: 0 of 524,288 codes differ;
         # f32(f32(s_x s_w[c]) / s_y) misses 141 at 22 significant bits)
         mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0]))
     else:
@@ -207,6 +220,8 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     if arch == "v68":  # htp_ops.py, "v68 16-bit convolution": int16 computed as uint16 (codes moved by 32768)
         shift = 32768 if y.dtype == "int16" else 0
         m = np.array([htp_ops.conv16_multiplier_v68(float(M)) for M in mult], np.float64)
+        if rh is not None and bias is not None:  # in units of the re-quantized weights' accumulator
+            bias = np.asarray(bias, np.float64) / rh
         zy = htp_ops.folded_zero_point16(plan.zy + shift, np.asarray(mult, np.float64), bias)
         return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy_fold=zy,
                            phase_z=phase_z)
