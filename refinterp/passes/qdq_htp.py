@@ -30,7 +30,7 @@ from ..ir import Graph, Node
 from .qdq import _QRANGE, _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
-        "DepthToSpace", "SpaceToDepth", "Pad", "Resize")
+        "DepthToSpace", "SpaceToDepth", "Pad", "Resize", "Tile", "Expand")
 # one-input units the QNN EP takes besides fuse_qdq's (table activations and the float32-path ops of
 # kernels/qnn_htp/activation.py; Neg is fused and then refused there: not characterised)
 UNARY = ("Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Relu", "HardSigmoid", "Sqrt", "Abs", "Log", "Floor",
@@ -102,7 +102,8 @@ def _silu_units(nodes: list[Node], tensors) -> list[Node]:
 # producers the HTP re-runs onto a requantizing Concat's parameters, measured exact (tests/conformance/
 # test_qnn_htp_concat.py; Add and AveragePool re-run too but are 1 code off on a few sets where their own
 # output saturates at 0: refused with the others, as is any input on a Relu range into a Concat whose zero
-# point is higher, _relu_into_lower); a graph input's QuantizeLinear keeps the copy table
+# point is higher, _relu_into_lower), and so is a graph input's QuantizeLinear (off-grid float inputs: 20-38
+# codes in 512 off the copy table, which holds only for inputs already on the input's grid)
 CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool")
 
 
@@ -125,8 +126,8 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
     none).  Here: a clone of the producer with its output on the Concat's parameters feeds the Concat; the
     original output stays for its other consumers.  Other producers (Add, AveragePool, table activations,
     data movement, another Concat) and Relu-range inputs into a higher Concat zero point are marked
-    ``htp_concat_unmeasured`` and refused by the Concat kernel (kernels/qnn_htp/shape.py).  A graph input's
-    codes keep the copy table."""
+    ``htp_concat_unmeasured`` and refused by the Concat kernel (kernels/qnn_htp/shape.py), as are a graph
+    input's codes (its QuantizeLinear)."""
     producer = {o: n for n in nodes for o in n.outputs}
     out: list[Node] = []
     for n in nodes:
@@ -137,8 +138,7 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
         inputs, unmeasured = list(n.inputs), []
         for k, name in enumerate(n.inputs):
             t, p = tensors.get(name), producer.get(name)
-            if t is None or t.quant is None or t.const is not None or _same_quant(t.quant, oq) or p is None \
-                    or p.op == "QuantizeLinear":  # a graph input's codes: the copy table (measured)
+            if t is None or t.quant is None or t.const is not None or _same_quant(t.quant, oq) or p is None:
                 continue
             if p.op not in CONCAT_FOLDS or len(p.outputs) != 1 or _relu_into_lower(t, oq):
                 unmeasured.append(name)
@@ -152,6 +152,25 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
     return out
 
 
+def _requant_sources(nodes: list[Node], tensors: dict) -> list[Node]:
+    """A data movement unit whose (first) input is on other parameters than its output: the attribute
+    ``htp_requant_from`` names the op that made the input codes ("input": a graph input's QuantizeLinear).
+    The HTP's result depends on it (it folds the requantization into some producers), so the kernels
+    requantize only after the producers measured (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``)."""
+    producer = {o: n for n in nodes for o in n.outputs}
+    out = []
+    for n in nodes:
+        t = tensors.get(n.inputs[0]) if n.op in MOVE and n.op != "Concat" and n.inputs else None
+        o = tensors.get(n.outputs[0]) if n.outputs else None
+        if t is not None and o is not None and t.quant is not None and o.quant is not None and t.const is None \
+                and not _same_quant(t.quant, o.quant):
+            p = producer.get(t.name)
+            kind = "input" if p is None or p.op == "QuantizeLinear" else p.op
+            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_requant_from=kind))
+        out.append(n)
+    return out
+
+
 def fuse_qdq_htp(graph: Graph) -> Graph:
     f = _HtpFuser(graph)
     f.drop_activations()
@@ -159,5 +178,5 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_node(n)
         f.fuse_move(n)
         f.fuse_binary(n)
-    nodes = _concat_units(_silu_units(f.result(), f.tensors), f.tensors)
+    nodes = _requant_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
     return graph.replace(nodes=nodes, tensors=f.tensors)

@@ -32,7 +32,7 @@ from ..registry import require
 from ..tflite.common import qparams, where
 from . import resize as bilinear
 from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit
-from .shape import apply_table, requant_table
+from .shape import apply_table, require_measured_requant, requant_table
 
 
 def _gap_prepare(node, ctx) -> ort_pool.AvgPoolPlan:
@@ -73,6 +73,7 @@ def _maxpool_prepare(node, ctx):
         if padded:  # measured: 52 of 256 codes differ from the table after the max (not characterised)
             raise UnsupportedOpError(f"{where(node)}: a padded MaxPool that requantizes is not characterised on "
                                      "the HTP")
+        require_measured_requant(node, ctx.inputs[0])
         table = requant_table(ctx.inputs[0], ctx.outputs[0], node)
     return CodesThenTablePlan(require("MaxPool", "ort").prepare(node, ctx), table)
 
@@ -89,6 +90,8 @@ def _resize_prepare(node, ctx):
         raise UnsupportedOpError(f"{where(node)}: a 16-bit {mode} Resize is not characterised on the HTP")
     ctm = str(node.attrs.get("coordinate_transformation_mode") or "half_pixel")
     nm = str(node.attrs.get("nearest_mode") or "round_prefer_floor")
+    if qparams(x, node, "X") != qparams(out, node, "Y"):
+        require_measured_requant(node, x)
     if mode == "linear":
         return bilinear.prepare(node, ctx)
     # the pairs measured (the QNN EP itself refuses asymmetric with round_prefer_floor)

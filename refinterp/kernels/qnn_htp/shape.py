@@ -1,9 +1,11 @@
 """HTP data movement (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, DepthToSpace, Pad;
 Slice, Gather, Split, SpaceToDepth): the generic ``int`` kernel moves the codes.
 
-Where a quantized input and the output have different parameters, the HTP requantizes the input
-exactly as its QuantizeLinear of the dequantized value (refinterp/quant/htp.py ``quantize_float``):
-y = quantize_float(f32((q - zp_in) * s_in), s_out, zp_out), a 256-entry table per input.  Evidence:
+Where a quantized input and the output have different parameters, the HTP's result depends on the op
+that made the input codes (``REQUANT_MEASURED``; elsewhere refused).  After the producers measured it
+requantizes the input exactly as its QuantizeLinear of the dequantized value (refinterp/quant/htp.py ``quantize_float``):
+y = quantize_float(f32((q - zp_in) * s_in), s_out, zp_out), a 256-entry table per input.  Evidence (graph inputs already on the input's grid, where every producer rule agrees with the table;
+tests/conformance/test_qnn_htp_requant_moves.py has the producers on off-grid inputs):
 every code at 10-12 random scale pairs through Concat, Reshape, Transpose and MaxPool, v68 and v73,
 uint8 and int8: 0 differences (exact rounding of the real ratio differs on 63-86 of 6,144); the same
 for DepthToSpace and edge / reflect Pad (3 scale pairs each, both types, both archs: 0 of 7,344 codes per arch).
@@ -36,8 +38,30 @@ from ..registry import kernel, require
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, SIXTEEN_BIT, require_8bit
 
-REQUANTIZING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "DepthToSpace", "Pad")
+REQUANTIZING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "DepthToSpace", "Pad", "Tile",
+                "Expand")
 COPY_ONLY = ("Slice", "Gather", "Split", "SpaceToDepth")
+
+# (the op that made the input codes, the requantizing op) where the copy table above is the HTP's result,
+# by input type: measured on off-grid float inputs through every op in front (tests/conformance/
+# test_qnn_htp_requant_moves.py).  Elsewhere the HTP folds the requantization into the producer (a graph
+# input's QuantizeLinear, Conv, Add, MaxPool ...) in ways not characterised: refused.  "input": a graph
+# input's QuantizeLinear.
+_AFTER_SIGMOID = {("Sigmoid", op) for op in ("Reshape", "Flatten", "Unsqueeze", "Tile", "Expand", "MaxPool", "Resize")}
+_EIGHT = {("input", "MaxPool"), ("input", "Resize")} | _AFTER_SIGMOID
+# (uint8 Transpose of a graph input's codes and uint16 Reshape-likes after Conv / Add agreed with the table on
+# some parameter sets, not on others: 7 and 99 codes in 512; not listed)
+REQUANT_MEASURED = {"uint8": _EIGHT, "int8": _EIGHT}
+
+
+def require_measured_requant(node, t_in) -> None:
+    """A requantizing data movement is characterised only after the producers in ``REQUANT_MEASURED``
+    (passes/qdq_htp.py ``_requant_sources`` names the producer)."""
+    kind = node.attrs.get("htp_requant_from")
+    if (kind, node.op) not in REQUANT_MEASURED.get(t_in.dtype, ()):
+        raise UnsupportedOpError(f"{where(node)}: a requantizing {t_in.dtype} {node.op} of codes made by "
+                                 f"{'a graph input' if kind == 'input' else kind or 'an unknown op'}: the HTP "
+                                 "folds the requantization into the producer there, not characterised")
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,8 @@ def _prepare(node, ctx) -> HtpMovePlan:
         if not (is_quantized(t) and is_quantized(out)) or same_params(t, out):
             tables.append(None)
         elif node.op in REQUANTIZING and not constant_pad:
+            if node.op != "Concat":  # Concat: passes/qdq_htp.py _concat_units
+                require_measured_requant(node, t)
             tables.append(requant_table(t, out, node, sixteen=True))
         else:
             raise UnsupportedOpError(f"{where(node)}: tensors '{t.name}' and '{out.name}' have different "
