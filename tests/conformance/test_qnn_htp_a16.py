@@ -13,8 +13,8 @@ from onnx import TensorProto, helper
 from refinterp.quant import htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
-from tests.conformance.test_qnn_htp_ops import (MAIN, _check_many, _check_measured_or_refused, _conv_model, _ep_refuses, _htp_many, _qdq_in,
-                                                _qdq_out, _refused)
+from tests.conformance.test_qnn_htp_ops import (MAIN, _check_many, _check_measured_or_refused, _conv_model,
+                                                _ep_refuses, _htp_many, _qdq_in, _qdq_out, _refused)
 
 try:
     import onnxruntime_qnn  # noqa: F401

@@ -102,13 +102,14 @@ def _qdq_out(src, name, s, z, act):
              helper.make_node("DequantizeLinear", [name, name + "_s", name + "_z"], [name + "_dq"])])
 
 
-def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, **attrs):
-    """x -> Q/DQ -> Conv(DQ(w), DQ(bias)) -> Q -> DQ; per-channel when ``ws`` is an array."""
+def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, op="Conv", w_axis=0, **attrs):
+    """x -> Q/DQ -> Conv(DQ(w), DQ(bias)) -> Q -> DQ; per-channel (on ``w_axis``) when ``ws`` is an array;
+    ``op``: ConvTranspose (its output channels on axis 1 of the weights)."""
     pc = np.size(ws) > 1
     inits, nodes = _qdq_in("x", xs, xz, act)
     inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32),
               _init(np.zeros(np.size(ws), np.int8) if pc else 0, "wz", np.int8)]
-    nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0))
+    nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=w_axis))
     ins = ["x_d", "wd"]
     if bias is not None:
         bs = (F(xs) * np.asarray(ws, F)).astype(F)
@@ -116,7 +117,7 @@ def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, **attrs):
                   _init(np.zeros(np.size(bs), np.int32) if pc else 0, "bz", np.int32)]
         nodes.append(helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0))
         ins.append("bd")
-    nodes.append(helper.make_node("Conv", ins, ["c"], **attrs))
+    nodes.append(helper.make_node(op, ins, ["c"], **attrs))
     i2, n2 = _qdq_out("c", "y", ys, yz, act)
     return _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
 
-from tests.conformance.test_qnn_htp_numerics import _init, _model
-from tests.conformance.test_qnn_htp_ops import (ARCH_ACT, MAIN, _check_many, _conv_model, _ep_refuses, _qdq_in,
-                                                _qdq_out, _refused)
+from tests.conformance.test_qnn_htp_ops import ARCH_ACT, MAIN, _check_many, _conv_model, _ep_refuses, _refused
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -20,25 +17,10 @@ except ImportError:  # the wheel exists for linux x86-64 only
 F = np.float32
 
 
-def _tconv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, w_axis=1, **attrs):
+def _tconv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, **attrs):
     """x -> Q/DQ -> ConvTranspose(DQ(w), DQ(bias)) -> Q -> DQ; weights (C, M, kh, kw), per output channel
     (axis 1) when ``ws`` is an array."""
-    pc = np.size(ws) > 1
-    inits, nodes = _qdq_in("x", xs, xz, act)
-    inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32),
-              _init(np.zeros(np.size(ws), np.int8) if pc else 0, "wz", np.int8)]
-    nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=w_axis))
-    ins = ["x_d", "wd"]
-    if bias is not None:
-        bs = (F(xs) * np.asarray(ws, F)).astype(F)
-        inits += [_init(bias, "b", np.int32), _init(bs, "bs", np.float32),
-                  _init(np.zeros(np.size(bs), np.int32) if pc else 0, "bz", np.int32)]
-        nodes.append(helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0))
-        ins.append("bd")
-    nodes.append(helper.make_node("ConvTranspose", ins, ["c"], **attrs))
-    i2, n2 = _qdq_out("c", "y", ys, yz, act)
-    return _model(nodes + n2, inits + i2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                  [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    return _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, op="ConvTranspose", w_axis=1, **attrs)
 
 
 # (kernel, stride, pads or auto_pad, output_padding, dilation)
