@@ -9,7 +9,8 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   bits, zero point after) with the bias re-derived by ``htp.conv_bias`` (per-tensor weights) or
   ``htp.conv_bias_per_channel`` (per-channel weights: the bias vector re-quantized as a whole; a bias
   scale other than s_x * s_w[c] is refused there, not measured).
-* 16-bit activations (uint16 / int16 in and out, constant int8 weights): v73 ``htp.conv16_requant`` on
+* 16-bit activations (uint16 / int16 in and out, constant int8 weights; uint16 with one-scale uint8 weights
+  re-quantized as below first, int16 with uint8 weights the QNN EP does not take): v73 ``htp.conv16_requant`` on
   g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256) (htp.py, "16-bit activations"); v68 the same g
   without the bias, plus the output zero point and the bias folded in accumulator units, times an
   11-bit multiplier (htp_ops.py, "v68 16-bit convolution"); an int16 depthwise Conv (the QNN EP does
