@@ -580,6 +580,14 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # LeakyRelu 0.1 with s_x / s_y = 0.05 / 0.07: entries 1e-7 off a tie through f32(0.1), which the HTP rounds
+    # as ties (5 of 256 codes one above the table before the wider guard)
+    i1, n1 = _qdq_in("x", 0.05, 128, "uint8")
+    n1.append(helper.make_node("LeakyRelu", ["x_d"], ["h"], alpha=0.1))
+    io, no = _qdq_out("h", "y", 0.07, 100, "uint8")
+    m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     # a Sub whose offset does not fit 24 bits (measured: every output 0 there)
     i1, n1 = _qdq_in("a", 0.001, 0, "uint8")
     i2, n2 = _qdq_in("b", 0.001, 255, "uint8")  # p = 15: K = 255 * 2^15 + 2^14 + 255 * 3277 > 2^23
