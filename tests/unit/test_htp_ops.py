@@ -121,11 +121,10 @@ def test_fuse_qdq_htp_runs_data_movement_on_codes(tmp_path):
     assert np.array_equal(out["rq"].astype(np.int64), want)
 
 
-def test_requantizing_copy_is_the_htp_quantize_of_the_dequantized_code(tmp_path):
-    from refinterp.quant import htp
+def test_requantizing_reshape_after_a_maxpool_is_refused(tmp_path):
+    """The copy table is the HTP's requantization only after the producers measured (kernels/qnn_htp/shape.py
+    REQUANT_MEASURED); after a MaxPool the HTP folds it into the producer: refused, naming the Reshape."""
+    from refinterp.errors import UnsupportedOpError
 
-    x = np.random.default_rng(1).standard_normal((1, 2, 4, 4)).astype(np.float32)
-    out = refinterp.Session(_model(tmp_path, 0.03), "qnn-htp-v68").run({"x": x}, capture="all")
-    mq = out["mq"].astype(np.int64).reshape(1, -1)
-    want = htp.quantize_float(((mq - 128).astype(np.float32) * np.float32(0.02)).astype(np.float32), 0.03, 128, 0, 255)
-    assert np.array_equal(out["rq"].astype(np.int64), want)
+    with pytest.raises(UnsupportedOpError, match="Reshape.*made by MaxPool"):
+        refinterp.Session(_model(tmp_path, 0.03), "qnn-htp-v68")
