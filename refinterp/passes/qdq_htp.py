@@ -160,7 +160,7 @@ def _requant_sources(nodes: list[Node], tensors: dict) -> list[Node]:
     producer = {o: n for n in nodes for o in n.outputs}
     out = []
     for n in nodes:
-        t = tensors.get(n.inputs[0]) if n.op in MOVE and n.op != "Concat" and n.inputs else None
+        t = tensors.get(n.inputs[0]) if n.op in MOVE and n.inputs else None  # (Concat: _concat_units)
         o = tensors.get(n.outputs[0]) if n.outputs else None
         if t is not None and o is not None and t.quant is not None and o.quant is not None and t.const is None \
                 and not _same_quant(t.quant, o.quant):

@@ -87,9 +87,10 @@ def _prepare(node, ctx) -> HtpLutPlan:
     # LeakyRelu: within 1e-5 of a tie too -- f32(alpha) (0.1) moves an exact tie by ~1e-7 and the HTP rounds
     # as if on the tie (measured: 5-7 of 256 codes one above); the transcendental tables keep 1e-9 (their
     # near-ties measured to round as here: the SiLU / Sigmoid tests)
-    if np.any(np.abs(t - np.floor(t) - 0.5) < (1e-5 if node.op == "LeakyRelu" else 1e-9)):
-        raise UnsupportedOpError(f"{where(node)}: a table entry lies on (or within 1e-5 of) a rounding tie, where "
-                                 "the HTP's rounding is not characterised")
+    near = 1e-5 if node.op == "LeakyRelu" else 1e-9
+    if np.any(np.abs(t - np.floor(t) - 0.5) < near):
+        raise UnsupportedOpError(f"{where(node)}: a table entry lies on (or within {near:g} of) a rounding tie, "
+                                 "where the HTP's rounding is not characterised")
     table = np.clip(np.floor(t + 0.5) + zy, lo, hi).astype(ctx.outputs[0].dtype)
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
 
