@@ -164,23 +164,38 @@ class _Fuser:
 
     def _replace(self, op_node: Node, inputs: list[str], quants: list, q: Node, qqp: QuantParams,
                  dqs: list[Node], attrs_extra: dict) -> None:
+        self._replace_outputs(op_node, inputs, quants, [(q, qqp)], dqs, attrs_extra)
+
+    def _replace_outputs(self, op_node: Node, inputs: list[str], quants: list, qs: list, dqs: list[Node],
+                         attrs_extra: dict) -> None:
+        """The op node on stored integers: ``qs`` per output of the op node, (its QuantizeLinear, params) or
+        None for an output kept as it is (TopK's indices)."""
         for name, qp in zip(inputs, quants):
             if name and qp is not None:
                 self._set_quant(name, qp)
-        out = q.outputs[0]
-        self._set_quant(out, qqp)
-        fused = dataclasses.replace(op_node, inputs=list(inputs), outputs=[out],
+        outs = []
+        for o, hit in zip(op_node.outputs, qs):
+            if hit is None:
+                outs.append(o)
+                continue
+            q, qqp = hit
+            self._set_quant(q.outputs[0], qqp)
+            self.removed.add(id(q))
+            outs.append(q.outputs[0])
+        fused = dataclasses.replace(op_node, inputs=list(inputs), outputs=outs,
                                     attrs={**op_node.attrs, **attrs_extra}, source_op=f"QDQ:{op_node.op}")
         self.replaced[id(op_node)] = fused
-        self.removed.add(id(q))
-        for name in set(op_node.inputs) | set(q.inputs):  # old edges of the op node and the Q
+        qnodes = [h[0] for h in qs if h is not None]
+        for name in set(op_node.inputs).union(*(q.inputs for q in qnodes)):  # old edges of the op node and Qs
             if name in self._cons:
-                self._cons[name] = [c for c in self._cons[name] if c is not op_node and c is not q]
+                self._cons[name] = [c for c in self._cons[name] if c is not op_node and all(c is not q for q in qnodes)]
         for name in inputs:
             if name:
                 self._cons.setdefault(name, []).append(fused)
-        self._prod.pop(op_node.outputs[0], None)
-        self._prod[out] = fused
+        for o in op_node.outputs:
+            self._prod.pop(o, None)
+        for o in outs:
+            self._prod[o] = fused
         self.orphans.extend(dqs)
 
     def result(self) -> list[Node]:

@@ -3,8 +3,8 @@
 Qualcomm's QNN execution provider takes DequantizeLinear -> op -> QuantizeLinear units of data
 movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gather, DepthToSpace,
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
-so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sqrt, Abs, Log, Floor, Neg, Sub and
-Div (fused here too; ORT's
+so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sqrt, Abs, Log, Floor, Ceil, Round, Sign,
+Sin, Cos, Atan, Asin, Clip (constant bounds), Neg, Sub and Div (fused here too; ORT's
 own QDQ fusion leaves them in float), and ConvTranspose with DQ(constant weights) and an optional DQ(int32
 bias) as Conv.
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
@@ -34,9 +34,15 @@ MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "S
 # one-input units the QNN EP takes besides fuse_qdq's (table activations and the float32-path ops of
 # kernels/qnn_htp/activation.py; Neg is fused and then refused there: not characterised)
 UNARY = ("Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Relu", "HardSigmoid", "Sqrt", "Abs", "Log", "Floor",
-         "Neg")
-# two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py)
-BINARY = ("Sub", "Div")
+         "Ceil", "Round", "Sign", "Sin", "Cos", "Atan", "Asin", "Neg", "Clip")
+# two-input units the QNN EP takes besides fuse_qdq's (kernels/qnn_htp/elementwise.py; Max / Min:
+# kernels/qnn_htp/select.py)
+BINARY = ("Sub", "Div", "Max", "Min")
+# units that select codes (kernels/qnn_htp/select.py): reductions with an optional axes input ...
+REDUCE = ("GlobalMaxPool", "ReduceMax", "ReduceMin")
+# ... and ops with several outputs: each quantized output through its own QuantizeLinear (TopK's indices
+# stay int64)
+MULTI = ("Split", "TopK")
 
 
 class _HtpFuser(_Fuser):
@@ -46,10 +52,11 @@ class _HtpFuser(_Fuser):
     WEIGHTED = _Fuser.WEIGHTED + ("ConvTranspose",)  # the QNN EP takes a QDQ ConvTranspose as one op
 
     def may_drop(self, n) -> bool:
-        """A Relu between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its table,
-        measured: folding it into a requantizing copy rounds through float16 and differs on 6 of 256
-        codes); after a compute op it folds into that op's requantization as in fuse_qdq."""
-        return not (n.op == "Relu" and self.dq(n.inputs[0]) is not None)
+        """A Relu or Clip between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its
+        table / float32 path, measured: folding a Relu into a requantizing copy rounds through float16 and
+        differs on 6 of 256 codes); after a compute op it folds into that op's requantization as in
+        fuse_qdq."""
+        return self.dq(n.inputs[0]) is None
 
     def fuse_binary(self, n) -> None:
         if n.op not in BINARY or len(n.inputs) != 2 or len(n.outputs) != 1 or id(n) in self.replaced:
@@ -63,10 +70,28 @@ class _HtpFuser(_Fuser):
             return
         self._replace(n, [p[1] for p in parts], [p[2] for p in parts], q, qqp, [p[0] for p in parts], {})
 
-    def fuse_move(self, n) -> None:
-        if n.op not in MOVE + UNARY or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
+    def fuse_multi(self, n) -> None:
+        if n.op not in MULTI or not n.inputs or id(n) in self.replaced:
             return
-        if n.op in UNARY and len(n.inputs) != 1:
+        x = self.dq(n.inputs[0])
+        if x is None:
+            return
+        qs = []
+        for k, o in enumerate(n.outputs):
+            if n.op == "TopK" and k == 1:
+                qs.append(None)
+                continue
+            hit = self.q_after(o)
+            if hit is None or self.effective_type(x[1]) != self.effective_type(hit[0].outputs[0]):
+                return
+            qs.append(hit)
+        self._replace_outputs(n, [x[1]] + list(n.inputs[1:]), [x[2]] + [None] * (len(n.inputs) - 1), qs, [x[0]],
+                              {})
+
+    def fuse_move(self, n) -> None:
+        if n.op not in MOVE + UNARY + REDUCE or not n.inputs or len(n.outputs) != 1 or id(n) in self.replaced:
+            return
+        if n.op in UNARY and len(n.inputs) != 1 and not (n.op == "Clip" and len(n.inputs) <= 3):
             return
         hit = self.q_after(n.outputs[0])
         x = self.dq(n.inputs[0])
@@ -178,5 +203,6 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_node(n)
         f.fuse_move(n)
         f.fuse_binary(n)
+        f.fuse_multi(n)
     nodes = _requant_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
     return graph.replace(nodes=nodes, tensors=f.tensors)

@@ -289,13 +289,52 @@ def test_more_table_activations_every_code(tmp_path, arch, act):
 
 
 FLOAT_PATH_OPS = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor}
+# (op, float64 function, Clip bounds): the float32-path ops checked as branches of one model
+MORE_FLOAT_PATH = [("Ceil", np.ceil, ()), ("Round", np.round, ()), ("Sign", np.sign, ()), ("Sin", np.sin, ()),
+                   ("Cos", np.cos, ()), ("Atan", np.arctan, ()), ("Asin", np.arcsin, ()),
+                   ("Clip", None, (-1.3, 2.1)), ("Clip", None, (0.0, 6.0)), ("Clip", None, (0.0,))]
+
+
+def _more_float_path_model(rng, lo: int, hi: int):
+    """One branch per op of MORE_FLOAT_PATH and scale set (3 each: random; a power-of-two ratio, putting
+    Round / Ceil / Clip entries on exact ties (and, for the exact functions, a power-of-two input scale:
+    Round's own ties); for the exact functions the output range exactly the function's, so a Clip could
+    fold into the QuantizeLinear), every input code in each branch."""
+    q = np.arange(lo, hi + 1)
+    nodes, inits, inputs, feeds = [], [], [], {}
+    for j, (op, fn, bounds) in enumerate(MORE_FLOAT_PATH):
+        for trial in range(3):
+            k = f"{j}_{trial}"
+            exact = op in ("Ceil", "Round", "Sign", "Clip")
+            # a power-of-two input scale puts Round's inputs on its own ties (n + 1/2)
+            xs = 2.0 ** -int(rng.integers(2, 6)) if exact and trial == 1 else float(F(10 ** rng.uniform(-2, -0.5)))
+            xz = int(rng.integers(lo + 40, hi - 40))
+            x = ((q - xz) * F(xs)).astype(F)
+            extra = [f"c{k}_{i}" for i in range(len(bounds))]
+            inits += [_init(F(b), name, np.float32) for b, name in zip(bounds, extra)]
+            with np.errstate(all="ignore"):
+                v = np.clip(x, *(bounds + (None,))[:2]) if op == "Clip" else fn(x.astype(np.float64))
+            v = v[np.isfinite(v)].astype(np.float64)
+            vmin, vmax = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
+            fit = trial == 2 and exact
+            ys = float(F(xs * 0.5)) if trial == 1 else float(F((vmax - vmin) / (hi - lo) *
+                                                                 (1.0 if fit else rng.uniform(0.6, 1.05))))
+            yz = int(np.clip(lo + round(-vmin / ys), lo, hi)) if fit else int(rng.integers(lo + 60, hi - 60))
+            i1, n1 = _qdq_in(f"x{k}", xs, xz, "uint8" if lo == 0 else "int8")
+            io, no = _qdq_out(f"f{k}", f"y{k}", ys, yz, "uint8" if lo == 0 else "int8")
+            nodes += n1 + [helper.make_node(op, [f"x{k}_d"] + extra, [f"f{k}"])] + no
+            inits += i1 + io
+            inputs.append(helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT, [1, q.size]))
+            feeds[f"x{k}"] = x[None]
+    return _model(nodes, inits, inputs, [helper.make_tensor_value_info("y0_0_dq", TensorProto.FLOAT, None)]), feeds
 
 
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
 def test_float_path_unary_every_code(tmp_path, arch, act):
     """Sqrt / Abs / Log / Floor: the HTP's float32 path (kernels/qnn_htp/activation.py) over every input
     code -- negative inputs of Sqrt (NaN: the largest code) and Log (the smallest) included -- at 3 scale
-    sets per op, one with a power-of-two scale ratio (exact ties for Abs / Floor); Neg is refused."""
+    sets per op, one with a power-of-two scale ratio (exact ties for Abs / Floor); Ceil / Round / Sign / Sin /
+    Cos / Atan / Asin / Clip in one more model (_more_float_path_model); Neg is refused."""
     info = np.iinfo(act)
     lo, hi = int(info.min), int(info.max)
     rng = np.random.default_rng(71 + int(arch) + (act == "int8"))
@@ -318,6 +357,7 @@ def test_float_path_unary_every_code(tmp_path, arch, act):
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, q.size])],
                        [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
             jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)[None]}))
+    jobs.append(_more_float_path_model(rng, lo, hi))
     _check_many(tmp_path, jobs, arch)
     i1, n1 = _qdq_in("x", 0.02, lo + 128, act)
     io, no = _qdq_out("f", "y", 0.02, lo + 128, act)
@@ -325,3 +365,4 @@ def test_float_path_unary_every_code(tmp_path, arch, act):
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "Neg" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+

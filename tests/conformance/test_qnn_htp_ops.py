@@ -54,13 +54,15 @@ def _with_outputs(m, names):
 
 
 def _htp_many(tmp_path, jobs: list[tuple], arch: str) -> list[dict[str, np.ndarray]]:
-    """Every job's QuantizeLinear outputs from the emulator, all models in one subprocess."""
+    """Every job's QuantizeLinear outputs (and int64 graph outputs: TopK's indices) from the emulator, all
+    models in one subprocess."""
     manifest = []
     for i, (m, feeds) in enumerate(jobs):
         mp, fp, op = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
         mp.write_bytes(_with_outputs(m, _q_outputs(m)).SerializeToString())
         np.savez(fp, **feeds)
-        manifest.append([str(mp), str(fp), str(op), arch, _q_outputs(m)])
+        ints = [o.name for o in m.graph.output if o.type.tensor_type.elem_type == TensorProto.INT64]
+        manifest.append([str(mp), str(fp), str(op), arch, _q_outputs(m) + ints])
     run_htp_batch(tmp_path, manifest)
     outs = []
     for _, _, op, _, names in manifest:

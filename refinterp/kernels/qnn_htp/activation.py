@@ -1,4 +1,4 @@
-"""HTP Sqrt, Abs, Log, Floor (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
+"""HTP Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
 HardSigmoid (uint8 only: the QNN EP takes them on the HTP with uint8 tensors only) and the SiLU unit (a
 Mul of x by its own Sigmoid, which the HTP runs as one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit
 activations (v68 and v73 alike): a 256-entry table of the float64 function of the dequantized code,
@@ -13,14 +13,23 @@ ties are *not* characterised: on power-of-two scale ratios HardSwish entries tha
 go up, down or away from zero by no float32 or float16 evaluation order tried; a node whose table has
 an entry within 1e-9 of a tie is refused.
 
-Sqrt, Abs, Log and Floor take a float32 path instead (the one of Add / Sub with a constant,
-elementwise.py): x = f32((q - zp_x) s_x), v = the float32 function (sqrt correctly rounded; log as
-NumPy's float32 log), t = f32(f32(v * f32(1 / s_y)) + zp_y) with the uint8-domain zero point (int8 +
-128), rounded half to even; NaN (Sqrt of a negative) gives the largest code, Log of 0 or a negative the
-smallest.  Evidence: every code at 10 scale sets per op (five with power-of-two ratios, exact ties for
-Abs / Floor), v73 uint8 and int8, v68 uint8: 0 of 2,445-2,560 finite codes per op and set; the
-float64 table rounded half up differs on 1-33 of 768 (Sqrt, Log, Abs), on 49 of 256 for Floor.  Neg
-follows neither (65 of 2,560 off): refused."""
+Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin and Clip (constant bounds) take a float32
+path instead (the one of Add / Sub with a constant, elementwise.py): x = f32((q - zp_x) s_x), v = the
+float32 function (sqrt, sin, cos, atan, asin correctly rounded; log as NumPy's float32 log; Round half
+to even, as ONNX; Clip as max-then-min with the float32 bounds), t = f32(f32(v * f32(1 / s_y)) + zp_y)
+with the uint8-domain zero point (int8 + 128), rounded half to even; NaN (Sqrt of a negative, Asin
+outside [-1, 1]) gives the largest code, Log of 0 or a negative the smallest.  Evidence: every code at
+10 scale sets per op (five with power-of-two ratios, exact ties for Abs / Floor), v73 uint8 and int8,
+v68 uint8: 0 of 2,445-2,560 finite codes per op and set; the float64 table rounded half up differs on
+1-33 of 768 (Sqrt, Log, Abs), on 49 of 256 for Floor.  Ceil / Round / Sign / Sin / Cos / Atan / Asin /
+Clip (bounds -1.3 .. 2.1, 0 .. 6, 0 ..): every code at 6 scale sets per op, type (uint8, int8) and arch
+(68, 73), exact ties among them: 0 off; Sin / Cos / Atan at 26 more sets per type on v73: 0 off but for
+one Atan entry whose t lay 1.5e-5 below a tie (the HTP's atan is a few ulps off the correctly rounded
+one there), so a node whose Sin / Cos / Atan / Asin entry changes code within 4 float32 ulps of v is
+refused.  16-bit Clip / Round / Sin follow neither this path nor the float64 table (thousands of codes
+off): 8-bit only.  Neg (65 of 2,560 off), PRelu (2-9 of 256 off: a multiplier about 3e-4 above s_x /
+s_y on both branches, not identified) and Reciprocal (5-66 of 256, near ties: an approximate
+reciprocal) follow neither: refused."""
 from __future__ import annotations
 
 import math
@@ -95,32 +104,74 @@ def _prepare(node, ctx) -> HtpLutPlan:
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
 
 
-_FLOAT_PATH = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor}
+def _f64(fn):
+    """A float32 function correctly rounded: evaluated in float64 (|error| < 1 float64 ulp), rounded once."""
+    return lambda x: fn(x.astype(np.float64))
+
+
+# the float32 function of the float32 input; exact ops (Abs, Floor, Ceil, Round, Sign) need no float64
+_FLOAT_PATH = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor, "Ceil": np.ceil,
+               "Round": np.round, "Sign": np.sign, "Sin": _f64(np.sin), "Cos": _f64(np.cos),
+               "Atan": _f64(np.arctan), "Asin": _f64(np.arcsin)}
+# the HTP's own float32 functions: a few ulps off the correctly rounded value (Atan measured), so a table
+# entry within _ULPS of a code boundary is not characterised
+_APPROXIMATE = ("Sin", "Cos", "Atan", "Asin")
+_ULPS = 4
+
+
+def _clip_bounds(node, ctx):
+    """Clip's float32 bounds: constant inputs 1 and 2 (absent: unbounded)."""
+    out = []
+    for i, name in ((1, "min"), (2, "max")):
+        present = i < len(node.inputs) and node.inputs[i]
+        c = ctx.const(i) if present else None
+        if present and (c is None or np.size(c) != 1):
+            raise UnsupportedOpError(f"{where(node)}: a Clip {name} that is not a one-element constant is not "
+                                     "characterised on the HTP")
+        out.append(None if c is None else np.float32(np.asarray(c).reshape(())))
+    return out
 
 
 def _float_path_prepare(node, ctx) -> HtpLutPlan:
-    """Sqrt / Abs / Log / Floor: the HTP's float32 path (module docstring), as a table over the codes."""
+    """The HTP's float32 path (module docstring), as a table over the codes."""
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
     if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
+    shift = shift_of(ctx.outputs[0].dtype)
     f32 = np.float32
     x = ((np.arange(lo, hi + 1) - zx) * f32(sx)).astype(f32)  # |q - z| <= 255: one rounding
-    with np.errstate(all="ignore"):
-        v = _FLOAT_PATH[node.op](x).astype(f32)
+    if node.op == "Clip":
+        cmin, cmax = _clip_bounds(node, ctx)
+        v = x if cmin is None else np.maximum(x, cmin)
+        v = v if cmax is None else np.minimum(v, cmax)  # min > max: max everywhere (ONNX's order)
+    else:
+        with np.errstate(all="ignore"):
+            v = _FLOAT_PATH[node.op](x).astype(f32)
     if node.op == "Log":
         v = np.where(x > 0, v, f32(-np.inf))  # measured: 0 and negatives give the smallest code
-    table = htp.float_path_codes(v, sy, zy, shift_of(ctx.outputs[0].dtype), lo, hi).astype(ctx.outputs[0].dtype)
-    return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
+    codes = htp.float_path_codes(v, sy, zy, shift, lo, hi)
+    if node.op in _APPROXIMATE:
+        up, down = v, v
+        for _ in range(_ULPS):
+            up, down = np.nextafter(up, f32(np.inf)), np.nextafter(down, f32(-np.inf))
+        finite = np.isfinite(v)
+        moved = (htp.float_path_codes(up, sy, zy, shift, lo, hi) != codes) | \
+            (htp.float_path_codes(down, sy, zy, shift, lo, hi) != codes)
+        if np.any(moved & finite):
+            raise UnsupportedOpError(f"{where(node)}: a table entry changes code within {_ULPS} float32 ulps of "
+                                     f"{node.op}'s value, where the HTP's own {node.op} is not characterised")
+    return HtpLutPlan(codes.astype(ctx.outputs[0].dtype), lo, ctx.outputs[0].dtype)
 
 
-def _run(p: HtpLutPlan, x):
+def _run(p: HtpLutPlan, x, *bounds):
+    # Clip's bounds (inputs 1, 2) are in the table already
     return p.table[np.asarray(x).astype(np.int64) - p.lo]
 
 
 for _variant in ARCHS:
     for _op in _FUNCS:
         htp_kernel(_op, _variant, _prepare)(_run)
-    for _op in _FLOAT_PATH:
+    for _op in (*_FLOAT_PATH, "Clip"):
         htp_kernel(_op, _variant, _float_path_prepare)(_run)
