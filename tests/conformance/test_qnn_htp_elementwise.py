@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
-from tests.conformance.test_qnn_htp_ops import ARCH_ACT, _check_many, _qdq_in, _qdq_out, _refused
+from tests.conformance.test_qnn_htp_ops import ARCH_ACT, _check_many, _conv_model, _qdq_in, _qdq_out, _refused
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -366,3 +366,37 @@ def test_float_path_unary_every_code(tmp_path, arch, act):
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "Neg" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
 
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_relu_clip_on_graph_inputs_only(tmp_path, arch, act):
+    """A Relu / Clip unit on a graph input's codes from off-grid float inputs (6 parameter sets each: Relu
+    ranges, the input's own parameters, others) equals the emulator; after a compute op the HTP folds it
+    into the producer (measured: 25-1,484 codes off): refused, naming the producer."""
+    lo = int(np.iinfo(act).min)
+    rng = np.random.default_rng(97 + int(arch) + lo)
+    nodes, inits, inputs, feeds = [], [], [], {}
+    for op in ("Relu", "Clip"):
+        for k in range(6):
+            name = f"{op}{k}"
+            xs = float(F(rng.uniform(0.01, 0.05)))
+            xz = lo + int(rng.integers(60, 200))
+            ys, yz = float(F(xs * rng.uniform(0.4, 1.6))), [lo, lo, lo + int(rng.integers(1, 200)), xz, lo, lo + 128][k]
+            ys, yz = (xs, yz) if k == 4 else (xs, xz) if k == 5 else (ys, yz)
+            i1, n1 = _qdq_in(f"x{name}", xs, xz, act)
+            io, no = _qdq_out(f"f{name}", f"y{name}", ys, yz, act)
+            bounds = [_init(F(-0.5), f"lo{name}", np.float32), _init(F(2.5), f"hi{name}", np.float32)] if op == "Clip" else []
+            nodes += n1 + [helper.make_node(op, [f"x{name}_d"] + [b.name for b in bounds], [f"f{name}"])] + no
+            inits += i1 + io + bounds
+            inputs.append(helper.make_tensor_value_info(f"x{name}", TensorProto.FLOAT, [1, 8, 16, 16]))
+            feeds[f"x{name}"] = rng.uniform(-200 * xs, 200 * xs, (1, 8, 16, 16)).astype(F)
+    _check_many(tmp_path, [(_model(nodes, inits, inputs, [helper.make_tensor_value_info("yRelu0_dq", TensorProto.FLOAT,
+                                                                                        None)]), feeds)], arch)
+    for op, bounds in (("Relu", []), ("Clip", [0.0, 6.0])):
+        m = _conv_model((1, 4, 8, 8), rng.integers(-127, 128, (8, 4, 3, 3)), 0.004, None, 0.03, lo + 128, 0.05,
+                        lo + 100, act, pads=[1, 1, 1, 1])
+        io, no = _qdq_out("r", "z", 0.027, lo + 60, act)
+        names = [f"c{i}" for i in range(len(bounds))]
+        m.graph.node.extend([helper.make_node(op, ["y_dq"] + names, ["r"])] + no)
+        m.graph.initializer.extend(io + [_init(F(b), n, np.float32) for b, n in zip(bounds, names)])
+        assert f"{op} of codes made by Conv" in _refused(tmp_path, m, f"qnn-htp-v{arch}")

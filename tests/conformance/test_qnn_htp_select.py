@@ -32,8 +32,11 @@ def _select_model(act: str, s: float, z: int, out_s: float | None = None, only: 
     for name in ("x", "b", "b2"):
         i, n = _qdq_in(name, s, z, act)
         inits, nodes = inits + i, nodes + n
+    # TopK reads an Add's codes (on a graph input's codes the HTP folds TopK into the QuantizeLinear)
+    i, n = _qdq_out("xb", "xb_q", 2 * s, z, act)
+    inits, nodes = inits + i, nodes + [helper.make_node("Add", ["x_d", "b_d"], ["xb"])] + n
     ops = [("Split", ["x_d", "split"], 2, {"axis": 1}), ("Where", ["c", "x_d", "b_d"], 1, {}),
-           ("TopK", ["x_d", "k5"], 2, {"axis": -1}), ("TopK", ["x_d", "k3"], 2, {"axis": 2, "largest": 0}),
+           ("TopK", ["xb_q_dq", "k5"], 2, {"axis": -1}), ("TopK", ["xb_q_dq", "k3"], 2, {"axis": 2, "largest": 0}),
            ("GlobalMaxPool", ["x_d"], 1, {}), ("ReduceMax", ["x_d", "ax3"], 1, {}),
            ("ReduceMin", ["x_d", "ax12"], 1, {"keepdims": 0}), ("Max", ["x_d", "b_d"], 1, {}),
            ("Min", ["x_d", "b2_d"], 1, {})]
@@ -46,7 +49,7 @@ def _select_model(act: str, s: float, z: int, out_s: float | None = None, only: 
             if op == "TopK" and o == 1:  # the indices: an int64 graph output
                 outputs.append(helper.make_tensor_value_info(name, TensorProto.INT64, None))
                 continue
-            i, n = _qdq_out(name, f"y{j}_{o}", os_, oz, act)
+            i, n = _qdq_out(name, f"y{j}_{o}", os_ * (2 if op == "TopK" else 1), oz, act)
             inits, nodes = inits + i, nodes + n
     outputs.insert(0, helper.make_tensor_value_info(f"y{ops[0][0]}_0_dq", TensorProto.FLOAT, None))
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(sh)) for n, sh in
@@ -84,8 +87,8 @@ def test_selecting_ops(tmp_path, arch, act):
 
 
 def test_selecting_ops_refused_off_their_parameters(tmp_path):
-    """A requantizing selection (the HTP's requantization there depends on the producer) and TopK with
-    sorted=0 are not characterised."""
+    """A requantizing selection (the HTP's requantization there depends on the producer), TopK with
+    sorted=0 and TopK of a graph input's codes are not characterised."""
     msg = _refused(tmp_path, _select_model("uint8", 0.02, 128, 0.03, ("Split",)), "qnn-htp-v73")
     assert "different quantization" in msg and "requantizing Split" in msg, msg
     i, n = _qdq_in("x", 0.02, 128, "uint8")
@@ -96,5 +99,8 @@ def test_selecting_ops_refused_off_their_parameters(tmp_path):
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None),
                 helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
     assert "sorted=0" in _refused(tmp_path, m, "qnn-htp-v68")
+    del m.graph.node[2:]  # TopK on a graph input's codes (measured: the HTP sorts the float inputs)
+    m.graph.node.extend([helper.make_node("TopK", ["x_d", "k"], ["p", "idx"])] + no)
+    assert "TopK of codes made by a graph input" in _refused(tmp_path, m, "qnn-htp-v68")
     for op in OPS[1:]:
         assert f"requantizing {op}" in _refused(tmp_path, _select_model("uint8", 0.02, 128, 0.03, (op,)), "qnn-htp-v73")

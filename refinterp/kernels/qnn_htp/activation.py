@@ -27,9 +27,11 @@ Clip (bounds -1.3 .. 2.1, 0 .. 6, 0 ..): every code at 6 scale sets per op, type
 one Atan entry whose t lay 1.5e-5 below a tie (the HTP's atan is a few ulps off the correctly rounded
 one there), so a node whose Sin / Cos / Atan / Asin entry changes code within 4 float32 ulps of v is
 refused.  16-bit Clip / Round / Sin follow neither this path nor the float64 table (thousands of codes
-off): 8-bit only.  Neg (65 of 2,560 off), PRelu (2-9 of 256 off: a multiplier about 3e-4 above s_x /
-s_y on both branches, not identified) and Reciprocal (5-66 of 256, near ties: an approximate
-reciprocal) follow neither: refused."""
+off): 8-bit only.  Neg (65 of 2,560 off) and Reciprocal (5-66 of 256, near ties: an approximate
+reciprocal) follow neither: refused; so is PRelu (it depends on the producer: MEASURED.md).
+
+Relu and Clip units are ops of their own only on a graph input's codes (measured on off-grid inputs:
+0 off); after other ops the HTP fuses them into the producer (``_require_graph_input``): refused."""
 from __future__ import annotations
 
 import math
@@ -71,6 +73,18 @@ _FUNCS = {
 _UINT8_ONLY = ("LeakyRelu", "HardSigmoid")
 
 
+def _require_graph_input(node) -> None:
+    """A Relu / Clip unit runs as its own op on the HTP only on a graph input's codes (measured: 0 off on
+    off-grid inputs, 6 parameter sets per arch and type, Relu-range outputs and equal parameters among
+    them).  After Conv, ConvTranspose, MatMul, Add, Sub, Mul, AveragePool, Sigmoid or Resize it is folded
+    into the producer in ways not characterised (25-1,484 codes of 1,152-4,608 off the op on the
+    producer's codes, depending on the producer and the output parameters)."""
+    kind = node.attrs.get("htp_input_from", "input")
+    if kind != "input":
+        raise UnsupportedOpError(f"{where(node)}: a {node.op} of codes made by {kind}: the HTP folds it into "
+                                 "the producer there, not characterised")
+
+
 @dataclass(frozen=True)
 class HtpLutPlan:
     table: np.ndarray  # output code per input code - lo
@@ -80,6 +94,8 @@ class HtpLutPlan:
 
 def _prepare(node, ctx) -> HtpLutPlan:
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if node.op == "Relu":
+        _require_graph_input(node)
     if node.op == "Swish" and not (node.attr("htp_fused_silu") and float(node.attr("alpha", 1.0)) == 1.0):
         raise UnsupportedOpError(f"{where(node)}: a Swish op of the model itself is not characterised on the HTP "
                                  "(only the Mul(x, Sigmoid(x)) unit the HTP forms)")
@@ -135,6 +151,8 @@ def _clip_bounds(node, ctx):
 def _float_path_prepare(node, ctx) -> HtpLutPlan:
     """The HTP's float32 path (module docstring), as a table over the codes."""
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
+    if node.op == "Clip":
+        _require_graph_input(node)
     if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
