@@ -400,3 +400,32 @@ def test_relu_clip_on_graph_inputs_only(tmp_path, arch, act):
         m.graph.node.extend([helper.make_node(op, ["y_dq"] + names, ["r"])] + no)
         m.graph.initializer.extend(io + [_init(F(b), n, np.float32) for b, n in zip(bounds, names)])
         assert f"{op} of codes made by Conv" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+UNARY_AFTER = ["Sigmoid", "Tanh", "HardSwish", "Elu", "Gelu", "Softplus", "Exp", "Sqrt", "Abs", "Log", "Floor", "Ceil",
+               "Round", "Sign", "Sin", "Cos", "Atan"]
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_unary_ops_after_a_conv_and_on_off_grid_inputs(tmp_path, arch, act):
+    """The every-code tests feed inputs on the input's grid, where an op folded into the producer looks
+    like the op on codes; here each table / float32-path op reads a Conv's codes and an off-grid graph
+    input's codes (LeakyRelu / HardSigmoid too on uint8), every QuantizeLinear output equal."""
+    lo = int(np.iinfo(act).min)
+    rng = np.random.default_rng(61 + int(arch) + lo)
+    m = _conv_model((1, 4, 10, 10), rng.integers(-127, 128, (8, 4, 3, 3)), 0.004, None, 0.03, lo + 128, 0.04,
+                    lo + 110, act, pads=[1, 1, 1, 1])
+    i1, n1 = _qdq_in("g", 0.029, lo + 125, act)
+    m.graph.node.extend(n1)
+    m.graph.initializer.extend(i1)
+    m.graph.input.append(helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 8, 10, 10]))
+    ops = UNARY_AFTER + (["LeakyRelu", "HardSigmoid"] if act == "uint8" else [])
+    for k, op in enumerate(ops):
+        for src in ("y_dq", "g_d"):
+            name = f"{op}_{src[0]}"
+            ys = float(F(rng.uniform(0.01, 0.05)))
+            io, no = _qdq_out(name, f"z{name}", ys, lo + int(rng.integers(20, 235)), act)
+            m.graph.node.extend([helper.make_node(op, [src], [name])] + no)
+            m.graph.initializer.extend(io)
+    feeds = {"x": rng.uniform(-3.5, 3.5, (1, 4, 10, 10)).astype(F), "g": rng.uniform(-3.6, 3.6, (1, 8, 10, 10)).astype(F)}
+    _check_many(tmp_path, [(m, feeds)], arch)
