@@ -177,20 +177,30 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
     return out
 
 
+def _producer_kind(p: Node | None, tensors: dict) -> str:
+    """The op that made a unit's input codes: "input" for a graph input's QuantizeLinear; "Mul(constant)"
+    for a Mul with a constant operand (measured apart from the two-tensor Mul)."""
+    if p is None or p.op == "QuantizeLinear":
+        return "input"
+    if p.op == "Mul" and any(i in tensors and tensors[i].const is not None for i in p.inputs):
+        return "Mul(constant)"
+    return p.op
+
+
 def _requant_sources(nodes: list[Node], tensors: dict) -> list[Node]:
     """A data movement unit whose (first) input is on other parameters than its output: the attribute
     ``htp_requant_from`` names the op that made the input codes ("input": a graph input's QuantizeLinear).
     The HTP's result depends on it (it folds the requantization into some producers), so the kernels
     requantize only after the producers measured (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``).  A Relu /
-    Clip / TopK unit gets ``htp_input_from`` likewise (the HTP folds it into some producers:
-    kernels/qnn_htp/activation.py, select.py)."""
+    Clip / TopK / Mul / Div unit gets ``htp_input_from`` likewise (the HTP folds it into some producers, or
+    picks its kernel by them: kernels/qnn_htp/activation.py, select.py, elementwise.py)."""
     producer = {o: n for n in nodes for o in n.outputs}
     out = []
     for n in nodes:
-        if n.op in ("Relu", "Clip", "TopK") and n.source_op.startswith("QDQ:"):
-            p = producer.get(n.inputs[0])
-            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from="input" if p is None or
-                                                  p.op == "QuantizeLinear" else p.op))
+        if n.op in ("Relu", "Clip", "TopK", "Mul", "Div") and n.source_op.startswith("QDQ:"):
+            # (Mul / Div: the operand that is not constant)
+            x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
+            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors)))
         t = tensors.get(n.inputs[0]) if n.op in MOVE and n.inputs else None  # (Concat: _concat_units)
         o = tensors.get(n.outputs[0]) if n.outputs else None
         if t is not None and o is not None and t.quant is not None and o.quant is not None and t.const is None \

@@ -408,6 +408,14 @@ def scale(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int, hi: i
     return np.clip(v + zy, lo, hi)
 
 
+def scale_single(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int, hi: int) -> np.ndarray:
+    """The one-multiplier kernel with one rounding (the HTP's Mul / Div by a constant after a Conv-like
+    producer, kernels/qnn_htp/elementwise.py): floor(acc * i / 2^p + 1/2) + zy, ``scale_params``' p and i,
+    no second stage; |acc| <= 255 so acc * i < 2^24."""
+    p, i, _ = params
+    return np.clip(((np.asarray(acc, np.int64) * i + (1 << (p - 1))) >> p) + zy, lo, hi)
+
+
 def average_params(A: float) -> tuple[int, int]:
     """(p, i) of the window average for A = s_x / (s_y * n) > 0."""
     if not (A > 0 and math.isfinite(A)):

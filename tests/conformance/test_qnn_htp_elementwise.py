@@ -429,3 +429,74 @@ def test_unary_ops_after_a_conv_and_on_off_grid_inputs(tmp_path, arch, act):
             m.graph.initializer.extend(io)
     feeds = {"x": rng.uniform(-3.5, 3.5, (1, 4, 10, 10)).astype(F), "g": rng.uniform(-3.6, 3.6, (1, 8, 10, 10)).astype(F)}
     _check_many(tmp_path, [(m, feeds)], arch)
+
+
+def _producers(rng, lo: int, act: str):
+    """{kind: (nodes, inits, inputs, feeds, codes tensor, (scale, zero point))}: every producer the Mul /
+    Div by a constant is measured after (kernels/qnn_htp/elementwise.py _SCALE_AFTER / _SINGLE_AFTER /
+    _FLOAT_AFTER), each from its own off-grid float input."""
+    out = {}
+    for kind in ("input", "Add", "Conv", "MaxPool", "MatMul", "Sigmoid", "Tanh", "GlobalAveragePool"):
+        i, n = _qdq_in(f"a{kind}", 0.03, lo + 128, act)
+        inputs = [helper.make_tensor_value_info(f"a{kind}", TensorProto.FLOAT, [1, 8, 8, 16])]
+        feeds = {f"a{kind}": rng.uniform(-3.5, 3.5, (1, 8, 8, 16)).astype(F)}
+        ys, yz = {"Sigmoid": (1 / 256, lo), "Tanh": (1 / 128, lo + 128)}.get(kind, (0.05, lo + 100))
+        if kind == "input":
+            out[kind] = (n, i, inputs, feeds, f"a{kind}_d", (0.03, lo + 128))
+            continue
+        src = f"a{kind}_d"
+        if kind == "Add":
+            i2, n2 = _qdq_in("bAdd", 0.03, lo + 128, act)
+            i, n = i + i2, n + n2
+            inputs.append(helper.make_tensor_value_info("bAdd", TensorProto.FLOAT, [1, 8, 8, 16]))
+            feeds["bAdd"] = rng.uniform(-3.5, 3.5, (1, 8, 8, 16)).astype(F)
+            n.append(helper.make_node("Add", [src, "bAdd_d"], [f"p{kind}"]))
+        elif kind in ("Conv", "MatMul"):
+            w = rng.integers(-127, 128, (8, 8, 1, 1) if kind == "Conv" else (16, 16))
+            i += [_init(w, f"w{kind}", np.int8), _init(0.004, f"ws{kind}", np.float32), _init(0, f"wz{kind}", np.int8)]
+            n += [helper.make_node("DequantizeLinear", [f"w{kind}", f"ws{kind}", f"wz{kind}"], [f"wd{kind}"]),
+                  helper.make_node(kind, [src, f"wd{kind}"], [f"p{kind}"])]
+        elif kind == "MaxPool":
+            n.append(helper.make_node(kind, [src], [f"p{kind}"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+            ys, yz = 0.03, lo + 128
+        else:
+            n.append(helper.make_node(kind, [src], [f"p{kind}"]))
+        io, no = _qdq_out(f"p{kind}", f"y{kind}", ys, yz, act)
+        out[kind] = (n + no, i + io, inputs, feeds, f"y{kind}_dq", (ys, yz))
+    return out
+
+
+@pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
+def test_mul_div_constant_by_producer(tmp_path, arch, act):
+    """The HTP's Mul / Div by a positive constant picks its kernel by the producer of the other operand:
+    two roundings after a graph input, Add (and Sub, a two-tensor Mul, a uint8 MatMul), one rounding after
+    Conv, MaxPool (and ConvTranspose, AveragePool, an int8 MatMul), the float32 path after Sigmoid, Tanh,
+    GlobalAveragePool (and HardSwish): 6 constants after each, every QuantizeLinear output; after a Resize
+    refused."""
+    lo = int(np.iinfo(act).min)
+    rng = np.random.default_rng(131 + int(arch) + lo)
+    nodes, inits, inputs, feeds = [], [], [], {}
+    for kind, (n, i, ins, fd, src, (ys, _)) in _producers(rng, lo, act).items():
+        nodes, inits, inputs = nodes + n, inits + i, inputs + ins
+        feeds.update(fd)
+        for k in range(6):
+            op, name = ("Mul", "Div")[k % 2], f"{kind}{k}"
+            cq, cs = int(rng.integers(1, 255)), float(F(10 ** rng.uniform(-2.5, -1.3)))
+            c = float(F(F(cq) * F(cs)))
+            zs = float(F((ys * c if op == "Mul" else ys / c) / rng.uniform(0.8, 8.0)))
+            io, no = _qdq_out(f"m{name}", f"z{name}", zs, lo + int(rng.integers(10, 245)), act)
+            inits += io + [_init(cq + lo, f"cq{name}", act), _init(cs, f"cs{name}", np.float32), _init(lo, f"cz{name}", act)]
+            nodes += [helper.make_node("DequantizeLinear", [f"cq{name}", f"cs{name}", f"cz{name}"], [f"cd{name}"]),
+                      helper.make_node(op, [src, f"cd{name}"], [f"m{name}"])] + no
+    m = _model(nodes, inits, inputs, [helper.make_tensor_value_info("zinput0_dq", TensorProto.FLOAT, None)])
+    _check_many(tmp_path, [(m, feeds)], arch)
+    i1, n1 = _qdq_in("x", 0.03, lo + 128, act)
+    io, no = _qdq_out("r", "y", 0.03, lo + 128, act)
+    i2, n2 = _qdq_out("m", "z", 0.05, lo + 100, act)
+    m = _model(n1 + [helper.make_node("Resize", ["x_d", "", "sc"], ["r"], mode="nearest")] + no +
+               [helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["cd"]), helper.make_node("Mul", ["y_dq", "cd"], ["m"])] + n2,
+               i1 + io + i2 + [_init(np.array([1, 1, 2, 2], np.float32), "sc", np.float32), _init(lo + 200, "cq", act),
+                               _init(0.01, "cs", np.float32), _init(lo, "cz", act)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+               [helper.make_tensor_value_info("z_dq", TensorProto.FLOAT, None)])
+    assert "Mul by a constant of codes made by Resize" in _refused(tmp_path, m, f"qnn-htp-v{arch}")

@@ -109,11 +109,16 @@ def _prepare(node, ctx) -> HtpLutPlan:
     codes = np.arange(lo, hi + 1)
     with np.errstate(over="ignore"):
         t = _FUNCS[node.op]((codes - zx) * float(sx), node) / float(sy)
+        # the same with the input rounded to float32 and times f32(1 / s_y), as the HTP's float32 steps: an entry
+        # that is a tie there is one (HardSwish at x = f32(-50 * f32(0.03)) = -1.5, s_y = 0.05: -0.375 * 20.0 =
+        # -7.5 exactly, 1.1e-7 away in float64; measured: the HTP rounded it down, the float64 table up)
+        x32 = ((codes - zx) * np.float32(sx)).astype(np.float32).astype(np.float64)
+        t32 = _FUNCS[node.op](x32, node) * float(np.float32(1) / np.float32(sy))
     # LeakyRelu: within 1e-5 of a tie too -- f32(alpha) (0.1) moves an exact tie by ~1e-7 and the HTP rounds
     # as if on the tie (measured: 5-7 of 256 codes one above); the transcendental tables keep 1e-9 (their
     # near-ties measured to round as here: the SiLU / Sigmoid tests)
     near = 1e-5 if node.op == "LeakyRelu" else 1e-9
-    if np.any(np.abs(t - np.floor(t) - 0.5) < near):
+    if np.any(np.abs(t - np.floor(t) - 0.5) < near) or np.any(np.abs(t32 - np.floor(t32) - 0.5) < near):
         raise UnsupportedOpError(f"{where(node)}: a table entry lies on (or within {near:g} of) a rounding tie, "
                                  "where the HTP's rounding is not characterised")
     table = np.clip(np.floor(t + 0.5) + zy, lo, hi).astype(ctx.outputs[0].dtype)

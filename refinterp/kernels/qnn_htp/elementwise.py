@@ -158,6 +158,37 @@ class HtpMulPlan:
     lo: int
     hi: int
     dtype: str
+    single: bool = False               # the scale kernel with one rounding (``htp_ops.scale_single``)
+
+
+# Mul / Div by a positive one-element constant (0 < A < 16): the HTP picks the kernel by the op that made the
+# other operand's codes (passes/qdq_htp.py ``htp_input_from``), measured over every code at 24 constants per
+# producer and set (2-5 sets each over v68 / v73, uint8 / int8): ``scale_params``' 15-bit multiplier with two
+# roundings (``htp_ops.scale``) after a graph input's QuantizeLinear (on and off the input's grid), Add, Sub,
+# a two-tensor Mul and a uint8 MatMul; the same multiplier with one rounding (``htp_ops.scale_single``) after
+# Conv, ConvTranspose, AveragePool, MaxPool and an int8 MatMul; the float32 path after Sigmoid, Tanh,
+# HardSwish and GlobalAveragePool.  Each rule misses 1-49 codes in 256 on 5-21 of 24 constants after the
+# others' producers (one Tanh set: the one-rounding rule 1 off, the float32 path 0).  After any other op:
+# refused.
+_SCALE_AFTER = {"input", "Add", "Sub", "Mul", ("MatMul", "uint8")}
+_SINGLE_AFTER = {"Conv", "ConvTranspose", "AveragePool", "MaxPool", ("MatMul", "int8")}
+_FLOAT_AFTER = {"Sigmoid", "Tanh", "HardSwish", "GlobalAveragePool"}
+
+
+def _positive_constant(node, ctx, k: int, A: float, combine, z: tuple, sh: int, lo: int, hi: int):
+    """The kernel of a Mul / Div by a positive one-element constant at input k, by the producer."""
+    kind = node.attrs.get("htp_input_from", "input")
+    dtype = ctx.outputs[0].dtype
+
+    def after(group) -> bool:
+        return kind in group or (kind, dtype) in group
+
+    if after(_SCALE_AFTER) or after(_SINGLE_AFTER):
+        return HtpMulPlan(z, htp_ops.scale_params(A), k, sh, lo, hi, dtype, single=after(_SINGLE_AFTER))
+    if after(_FLOAT_AFTER):
+        return _float_path(node, ctx, k, combine)
+    raise UnsupportedOpError(f"{where(node)}: a {node.op} by a constant of codes made by {kind}: the HTP's kernel "
+                             "there is not characterised")
 
 
 def _one_value(t, s, z) -> np.float32:
@@ -178,7 +209,7 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
                 raise UnsupportedOpError(f"{where(node)}: a Mul by a zero constant is not characterised on the HTP")
             if not 0 < A < 16:  # a negative constant, or A >= 16: the float32 path (measured)
                 return _float_path(node, ctx, k, lambda x, cv: x * cv)
-            return HtpMulPlan((z_o + sh, 0, zc + sh), htp_ops.scale_params(A), k, sh, lo, hi, c.dtype)
+            return _positive_constant(node, ctx, k, A, lambda x, cv: x * cv, (z_o + sh, 0, zc + sh), sh, lo, hi)
         M = float(f32(f32(f32(sa) * f32(sb)) / f32(sc)))
         return HtpMulPlan((za + sh, zb + sh, zc + sh), htp_ops.mul_params(M, za + sh, zb + sh, zc + sh), None,
                           sh, lo, hi, c.dtype)
@@ -192,7 +223,8 @@ def _mul_run(p, a, b):
     if p.scalar is not None:  # the other input's codes, broadcast to the output shape
         x, other = (b, a) if p.scalar == 0 else (a, b)
         x = np.broadcast_arrays(np.asarray(x), np.asarray(other))[0]
-        y = htp_ops.scale(x.astype(np.int64) + p.shift - p.z[0], p.params, p.z[2], 0, 255)
+        y = (htp_ops.scale_single if p.single else htp_ops.scale)(x.astype(np.int64) + p.shift - p.z[0], p.params,
+                                                                   p.z[2], 0, 255)
     else:
         y = htp_ops.mul_u8(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift,
                            *p.z, p.params)
@@ -215,7 +247,7 @@ def _div_prepare(node, ctx) -> HtpMulPlan:
     A = float(f32(f32(f32(sa) / value) / f32(sc)))
     if not 0 < A < 16:  # a negative divisor, or A >= 16: the float32 path (measured)
         return _float_path(node, ctx, 1, lambda x, cv: x / cv)
-    return HtpMulPlan((za + sh, 0, zc + sh), htp_ops.scale_params(A), 1, sh, lo, hi, c.dtype)
+    return _positive_constant(node, ctx, 1, A, lambda x, cv: x / cv, (za + sh, 0, zc + sh), sh, lo, hi)
 
 
 for _variant in ARCHS:
