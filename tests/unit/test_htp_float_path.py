@@ -54,3 +54,11 @@ def test_float_path_refusals(tmp_path, scheme):
         refinterp.Session(_load(tmp_path, "Clip", [(0.0, "lo")], ["lo"], ys=1e-4, yz=0, act=np.uint16), scheme)
     with pytest.raises(UnsupportedOpError, match="Reciprocal"):  # measured off (an approximate reciprocal)
         refinterp.Session(_load(tmp_path, "Reciprocal"), scheme)
+
+
+def test_table_entry_on_a_float32_tie_is_refused(tmp_path):
+    """HardSwish at x = f32(-50 * f32(0.03)) = -1.5 with s_y = 0.05: -0.375 * f32(1 / 0.05) = -7.5 exactly in
+    float32 steps (1.1e-7 from the tie in float64): the HTP rounded it down where the float64 table rounds
+    up (measured), so such a table is refused."""
+    with pytest.raises(UnsupportedOpError, match="rounding tie"):
+        refinterp.Session(_load(tmp_path, "HardSwish", xs=0.03, ys=0.05, yz=100), "qnn-htp-v73")
