@@ -5,8 +5,9 @@ movement (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Gathe
 SpaceToDepth, Pad, Resize) as one quantized op, like the compute units (onnxruntime-qnn builder/qnn_node_group);
 so are Tanh, HardSwish, Elu, Gelu, Softplus, Exp, Relu, HardSigmoid, Sqrt, Abs, Log, Floor, Ceil, Round, Sign,
 Sin, Cos, Atan, Asin, Clip (constant bounds), Neg, Sub and Div (fused here too; ORT's
-own QDQ fusion leaves them in float), and ConvTranspose with DQ(constant weights) and an optional DQ(int32
-bias) as Conv.
+own QDQ fusion leaves them in float), ConvTranspose with DQ(constant weights) and an optional DQ(int32
+bias) as Conv, and the selecting ops Max, Min, GlobalMaxPool, ReduceMax, ReduceMin and (several outputs,
+each through its own QuantizeLinear; TopK's indices kept) Split and TopK.
 Here such a unit becomes the op on stored integers, its output carrying the Q's parameters; the
 HTP kernels then copy codes when input and output parameters are equal, requantize where the
 HTP's rule for that op is measured, and refuse the node otherwise (kernels/qnn_htp/shape.py).  Only the data input is

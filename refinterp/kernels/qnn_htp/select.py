@@ -13,9 +13,11 @@ on a graph input's codes (off-grid float inputs), after Conv, MatMul or MaxPool 
 the producer (54-104 of 256 values and indices off, values too after Conv): refused.  The other ops here
 equal the emulator after each of those producers.
 
-int16 ReduceMin and Min: the QNN EP leaves them to the CPU (refused here).  Refused when the parameters differ (the HTP's requantization there depends on the producer, as for data
-movement, kernels/qnn_htp/shape.py; a Where measured equal to the copy table after graph inputs only,
-3 sets: not enough), on float data, and for TopK with sorted=0 (not measured)."""
+int16 ReduceMin and Min: the QNN EP leaves them to the CPU (refused here).  Refused when the parameters
+differ (the HTP's requantization there depends on the producer, as for data movement,
+kernels/qnn_htp/shape.py; a Where measured equal to the copy table after graph inputs only, 3 sets: not
+enough -- refinterp copied the codes before, 252 of 256 off), on float data, and for TopK with sorted=0
+(not measured)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
