@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import refinterp  # noqa: E402
 from refinterp.errors import UnsupportedOpError  # noqa: E402
 from refinterp.passes import fuse_qdq_htp  # noqa: E402
+from tests.unit.test_htp_ops import load_graph  # noqa: E402
 
 F = np.float32
 
@@ -26,12 +27,7 @@ def _load(tmp_path, op, extra_inits=(), extra_inputs=(), xs=0.05, ys=0.02, yz=10
              helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["fq"]),
              helper.make_node("DequantizeLinear", ["fq", "s2", "z2"], ["y"])]
     ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in [("x", [1, 256]), *graph_inputs]]
-    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
-    m.ir_version = 10
-    p = tmp_path / "m.onnx"
-    p.write_bytes(m.SerializeToString())
-    return refinterp.load(str(p))
+    return load_graph(tmp_path, nodes, ins, inits)
 
 
 def test_a_clip_after_a_dequantize_is_an_op_of_its_own(tmp_path):

@@ -100,8 +100,12 @@ def _model(tmp_path, scale_out):
              helper.make_node("Reshape", ["md", "shape"], ["r"]),
              helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
              helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return load_graph(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])], inits)
+
+
+def load_graph(tmp_path, nodes, inputs, inits):
+    """An opset-21 model of ``nodes`` with graph output "y", written to tmp_path and loaded."""
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
     m.ir_version = 10
     p = tmp_path / "m.onnx"
