@@ -188,27 +188,23 @@ def _producer_kind(p: Node | None, tensors: dict) -> str:
     return p.op
 
 
-def _requant_sources(nodes: list[Node], tensors: dict) -> list[Node]:
-    """A data movement unit whose (first) input is on other parameters than its output: the attribute
-    ``htp_requant_from`` names the op that made the input codes ("input": a graph input's QuantizeLinear).
-    The HTP's result depends on it (it folds the requantization into some producers), so the kernels
-    requantize only after the producers measured (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``).  A Relu /
-    Clip / TopK / Mul / Div unit gets ``htp_input_from`` likewise (the HTP folds it into some producers, or
-    picks its kernel by them: kernels/qnn_htp/activation.py, select.py, elementwise.py)."""
+# units whose HTP result depends on the op that made their (first non-constant) input's codes
+_BY_PRODUCER = MOVE + ("Relu", "Clip", "TopK", "Mul", "Div")
+
+
+def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
+    """The attribute ``htp_input_from`` of a data movement, Relu / Clip / TopK or Mul / Div unit names the
+    op that made its input codes (``_producer_kind``; Mul / Div: the operand that is not constant).  The
+    HTP folds a requantizing move, a Relu / Clip or TopK into some producers and picks the Mul / Div by a
+    constant kernel by them, so the kernels run only after the producers measured
+    (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``, activation.py, select.py, elementwise.py).  (Concat:
+    ``_concat_units``.)"""
     producer = {o: n for n in nodes for o in n.outputs}
     out = []
     for n in nodes:
-        if n.op in ("Relu", "Clip", "TopK", "Mul", "Div") and n.source_op.startswith("QDQ:"):
-            # (Mul / Div: the operand that is not constant)
+        if n.op in _BY_PRODUCER and n.inputs and n.source_op.startswith("QDQ:"):
             x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
             n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors)))
-        t = tensors.get(n.inputs[0]) if n.op in MOVE and n.inputs else None  # (Concat: _concat_units)
-        o = tensors.get(n.outputs[0]) if n.outputs else None
-        if t is not None and o is not None and t.quant is not None and o.quant is not None and t.const is None \
-                and not _same_quant(t.quant, o.quant):
-            p = producer.get(t.name)
-            kind = "input" if p is None or p.op == "QuantizeLinear" else p.op
-            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_requant_from=kind))
         out.append(n)
     return out
 
@@ -221,5 +217,5 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_move(n)
         f.fuse_binary(n)
         f.fuse_multi(n)
-    nodes = _requant_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
+    nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
     return graph.replace(nodes=nodes, tensors=f.tensors)

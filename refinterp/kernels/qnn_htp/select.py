@@ -62,8 +62,8 @@ def _prepare(node, ctx) -> HtpSelectPlan:
         raise UnsupportedOpError(f"{where(node)}: onnxruntime-qnn's QNN EP does not run an int16 {node.op} on the "
                                  "HTP, so it is not characterised there")
     axes, k, index_dtype = None, 0, ""
-    rank = len(ctx.inputs[0].shape) if ctx.inputs[0].shape is not None else None
     if node.op in ("ReduceMax", "ReduceMin"):
+        rank = len(ctx.inputs[0].shape) if ctx.inputs[0].shape is not None else None
         c = ctx.const(1)
         if len(node.inputs) > 1 and node.inputs[1] and c is None:
             raise UnsupportedOpError(f"{where(node)}: {node.op} axes that are not constant are not characterised")

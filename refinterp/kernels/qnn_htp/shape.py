@@ -56,8 +56,8 @@ REQUANT_MEASURED = {"uint8": _EIGHT, "int8": _EIGHT}
 
 def require_measured_requant(node, t_in) -> None:
     """A requantizing data movement is characterised only after the producers in ``REQUANT_MEASURED``
-    (passes/qdq_htp.py ``_requant_sources`` names the producer)."""
-    kind = node.attrs.get("htp_requant_from")
+    (passes/qdq_htp.py ``_input_sources`` names the producer)."""
+    kind = node.attrs.get("htp_input_from")
     if (kind, node.op) not in REQUANT_MEASURED.get(t_in.dtype, ()):
         raise UnsupportedOpError(f"{where(node)}: a requantizing {t_in.dtype} {node.op} of codes made by "
                                  f"{'a graph input' if kind == 'input' else kind or 'an unknown op'}: the HTP "
