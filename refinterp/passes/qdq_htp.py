@@ -209,6 +209,39 @@ def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
     return out
 
 
+# requantizing data movement the HTP folds into a graph input's QuantizeLinear: the float input clamped to
+# that QuantizeLinear's range and quantized once onto the move's output parameters (measured: 0 codes off
+# on off-grid inputs, 8 and 16 bit, v68 and v73; tests/conformance/test_qnn_htp_requant_moves.py), where
+# the copy table of the input's codes misses 9-83 of 512
+INPUT_FOLDS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Tile", "Expand")
+
+
+def _input_folds(nodes: list[Node], tensors: dict) -> list[Node]:
+    """A requantizing ``INPUT_FOLDS`` unit on a graph input's codes (per-tensor parameters, its float input
+    at hand) reads that float input instead, with ``htp_input_clamp`` = the float32 range of the input's
+    QuantizeLinear [(qmin - z) s, (qmax - z) s]; kernels/qnn_htp/shape.py clamps, quantizes onto the output's
+    parameters and moves.  The QuantizeLinear stays for its other consumers (and for ``capture``)."""
+    producer = {o: n for n in nodes for o in n.outputs}
+    out = []
+    for n in nodes:
+        p = producer.get(n.inputs[0]) if n.op in INPUT_FOLDS and n.inputs else None
+        t_in = tensors.get(n.inputs[0]) if p is not None else None
+        t_out = tensors.get(n.outputs[0]) if n.outputs else None
+        src = tensors.get(p.inputs[0]) if p is not None and p.op == "QuantizeLinear" and p.inputs else None
+        if (src is None or src.dtype != "float32" or t_in is None or t_out is None or t_in.quant is None
+                or t_out.quant is None or not t_in.quant.per_tensor or not t_out.quant.per_tensor
+                or _same_quant(t_in.quant, t_out.quant) or t_in.dtype not in _HtpFuser.QRANGE
+                or not n.source_op.startswith("QDQ:")):
+            out.append(n)
+            continue
+        qmin, qmax = _HtpFuser.QRANGE[t_in.dtype]
+        s, z = np.float32(t_in.quant.scale[0]), int(t_in.quant.zero_point[0])
+        clamp = [float(np.float32(qmin - z) * s), float(np.float32(qmax - z) * s)]
+        out.append(dataclasses.replace(n, inputs=[p.inputs[0]] + list(n.inputs[1:]),
+                                       attrs=dict(n.attrs, htp_input_clamp=clamp)))
+    return out
+
+
 def fuse_qdq_htp(graph: Graph) -> Graph:
     f = _HtpFuser(graph)
     f.drop_activations()
@@ -218,4 +251,5 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_binary(n)
         f.fuse_multi(n)
     nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
+    nodes = _input_folds(nodes, f.tensors)
     return graph.replace(nodes=nodes, tensors=f.tensors)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from refinterp.passes.qdq_htp import INPUT_FOLDS
 from refinterp.quant import htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
@@ -99,10 +100,11 @@ def test_a16_add(tmp_path, arch, act):
 @pytest.mark.parametrize("arch,act", A16)
 def test_a16_requantizing_data_movement(tmp_path, arch, act):
     """Concat (an input on other parameters than the output), Reshape, Transpose, edge / reflect Pad and
-    (uint16) DepthToSpace onto other parameters, fed by graph inputs: refused naming the node (the HTP folds
-    the requantization into the input's QuantizeLinear; the 65,536-entry copy table of kernels/qnn_htp/
-    shape.py agrees with it on inputs already on the input's grid, as here, not on others:
-    test_qnn_htp_requant_moves.py, where it is verified after Conv / Add)."""
+    (uint16) DepthToSpace onto other parameters, fed by graph inputs (every code, on the input's grid): the
+    HTP folds the requantization into the input's QuantizeLinear; Reshape runs as that fold (passes/qdq_htp.py
+    ``_input_folds``) and equals the emulator on every code, the rest is refused naming the node (the
+    65,536-entry copy table of kernels/qnn_htp/shape.py agrees with the fold on inputs already on the input's
+    grid, as here, not on others: test_qnn_htp_requant_moves.py)."""
     rng = np.random.default_rng(zlib.crc32(repr(("a16move", act)).encode()))
     info = np.iinfo(act)
     q = np.arange(int(info.min), int(info.max) + 1)
@@ -135,7 +137,7 @@ def test_a16_requantizing_data_movement(tmp_path, arch, act):
         io, no = _qdq_out("r", "y", ys, code(), act)
         jobs.append((_model(n1 + no, i1 + io, ins, [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)]),
                      feeds))
-    _check_measured_or_refused(tmp_path, jobs, arch, {})
+    _check_measured_or_refused(tmp_path, jobs, arch, {act: set(INPUT_FOLDS)})  # passes/qdq_htp.py _input_folds
 
 
 def test_a16_data_movement_refusals(tmp_path):

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
+from refinterp.passes.qdq_htp import INPUT_FOLDS
 from refinterp.quant import htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model, run_htp_batch
@@ -459,14 +460,16 @@ def test_requantizing_data_movement(tmp_path, arch):
             m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8, 8])],
                        [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
             jobs.append((m, {"a": ((q - z1) * F(s1)).astype(F).reshape(1, 4, 8, 8)}))
-    _check_measured_or_refused(tmp_path, jobs, arch, {"uint8": {"MaxPool"}, "int8": {"MaxPool"}})
+    folds = set(INPUT_FOLDS)  # folded into the input's QuantizeLinear (passes/qdq_htp.py _input_folds)
+    _check_measured_or_refused(tmp_path, jobs, arch, {"uint8": {"MaxPool"} | folds, "int8": {"MaxPool"} | folds})
 
 
 def _check_measured_or_refused(tmp_path, jobs, arch: str, measured: dict) -> None:
-    """Jobs whose requantizing op takes a graph input's codes: since the HTP folds the requantization into
-    the input's QuantizeLinear for most ops (tests/conformance/test_qnn_htp_requant_moves.py: the copy table
-    holds only for inputs on the input's grid, as here), those are refused naming the node; the measured ones
-    (and the copies on equal parameters) equal the emulator on every code."""
+    """Jobs whose requantizing op takes a graph input's codes: the HTP folds the requantization into the
+    input's QuantizeLinear for most ops (tests/conformance/test_qnn_htp_requant_moves.py: the copy table
+    holds only for inputs on the input's grid, as here); those not characterised are refused naming the
+    node; the ``measured`` ones (the Reshape-likes folded into the QuantizeLinear among them) and the copies
+    on equal parameters equal the emulator on every code."""
     run, refused, expected = [], set(), set()
     for m, feeds in jobs:
         act, op = _job_op(m)

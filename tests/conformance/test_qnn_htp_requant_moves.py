@@ -15,7 +15,9 @@ from onnx import TensorProto, helper
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
+from refinterp.quant import htp
 from refinterp.kernels.qnn_htp.shape import REQUANT_MEASURED
+from refinterp.passes.qdq_htp import INPUT_FOLDS
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model, run_htp_batch
 from tests.conformance.test_qnn_htp_ops import MAIN, _qdq_in, _qdq_out
@@ -26,7 +28,7 @@ except ImportError:  # the wheel exists for linux x86-64 only
     pytestmark = pytest.mark.skip(reason="onnxruntime-qnn (Qualcomm's HTP emulation) is not installed")
 
 F = np.float32
-ZT = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "uint16": TensorProto.UINT16}
+ZT = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "uint16": TensorProto.UINT16, "int16": TensorProto.INT16}
 
 
 def _i64(v, name):
@@ -82,6 +84,8 @@ def _job(rng, producer: str, move: str, act: str, expose: bool):
 
 
 def _measured(producer: str, move: str, act: str) -> bool:
+    if producer == "input" and move in INPUT_FOLDS:  # folded into the input's QuantizeLinear (float input)
+        return True
     return (producer, "Resize" if move.startswith("Resize") else move) in REQUANT_MEASURED.get(act, ())
 
 
@@ -128,3 +132,57 @@ def test_requantizing_moves_by_producer(tmp_path, arch, act):
                 assert bad == 0, f"{mp} {n}: {bad} of {f[n].size} codes differ"
                 checked += f[n].size
     assert refused > 20 and (checked > 10000 or act == "uint16"), (checked, refused)
+
+
+FOLD_ARGS = {"Reshape": ([_i64([1, -1], "shp")], ["shp"], {}), "Flatten": ([], [], {"axis": 2}),
+             "Squeeze": ([_i64([0], "ax")], ["ax"], {}), "Unsqueeze": ([_i64([1], "ax")], ["ax"], {}),
+             "Tile": ([_i64([1, 2, 1, 1], "rep")], ["rep"], {}), "Expand": ([_i64([3, 4, 6, 6], "shp")], ["shp"], {})}
+
+
+@pytest.mark.parametrize("arch", MAIN)
+def test_requantizing_reshape_likes_fold_into_the_input_quantizer(tmp_path, arch):
+    """Graph input -> QuantizeLinear -> requantizing Reshape / Flatten / Squeeze / Unsqueeze / Tile / Expand, 8
+    and 16 bit (int16 too), off-grid float inputs with saturated ends, 3 parameter sets each: the HTP's codes
+    are the float input clamped to the input's range and quantized once onto the move's parameters
+    (passes/qdq_htp.py ``_input_folds``), 0 codes off; the copy table of the input's codes would miss."""
+    assert set(FOLD_ARGS) == set(INPUT_FOLDS)
+    rng = np.random.default_rng(zlib.crc32(repr(("input-fold", arch)).encode()))
+    manifest, params, table_misses = [], [], 0
+    for act in ("uint8", "int8", "uint16", "int16"):
+        info = np.iinfo(act)
+        wide = 256 if info.bits == 16 else 1
+        for op, (mi, margs, mattrs) in FOLD_ARGS.items():
+            for k in range(3):
+                s0 = float(F(0.02 / wide * 10 ** rng.uniform(-0.3, 0.3)))
+                z0 = int(rng.integers(int(info.min) // 2, int(info.max) // 2 + 1))
+                s1 = float(F(s0 * 10 ** rng.uniform(-0.4, 0.4)))
+                z1 = int(rng.integers(int(info.min) // 2, int(info.max) // 2 + 1))
+                inits, nodes = _qdq_in("x", s0, z0, act)
+                io, no = _qdq_out("r", "y", s1, z1, act)
+                nodes = nodes + [helper.make_node(op, ["x_d"] + margs, ["r"], **mattrs)] + no
+                outs = [helper.make_tensor_value_info(n, ZT[act], None) for n in ("y", "x_q")]
+                span = (int(info.max) - int(info.min)) * s0
+                x = ((rng.standard_normal((1, 4, 6, 6)) * 0.4 + rng.uniform(-0.2, 0.2)) * span
+                     - (z0 - (int(info.min) + int(info.max)) / 2) * s0).astype(F)  # off the grid, ~5% saturated
+                m = _model(nodes, inits + list(mi) + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                         [1, 4, 6, 6])], outs)
+                i = len(manifest)
+                mp, fp, op_ = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
+                mp.write_bytes(m.SerializeToString())
+                np.savez(fp, x=x)
+                manifest.append([str(mp), str(fp), str(op_), arch, ["y", "x_q"]])
+                params.append((op, act, s0, z0, s1, z1))
+    run_htp_batch(tmp_path, manifest)
+    for (mp, fp, op_, _, names), (op, act, s0, z0, s1, z1) in zip(manifest, params):
+        with np.load(op_, allow_pickle=False) as f, np.load(fp, allow_pickle=False) as fd:
+            ours = refinterp.Session(refinterp.load(mp), f"qnn-htp-v{arch}").run({"x": fd["x"]}, capture=names)
+            for n in names:
+                bad = int(np.count_nonzero(np.asarray(ours[n]) != f[n]))
+                assert bad == 0, f"{mp} {n}: {bad} of {f[n].size} codes differ"
+            if op in ("Tile", "Expand"):  # the other moves keep the element order
+                continue
+            lo, hi = int(np.iinfo(act).min), int(np.iinfo(act).max)
+            real = ((f["x_q"].ravel().astype(np.int64) - z0).astype(F) * F(s0)).astype(F)
+            copy = htp.quantize_float(real, s1, z1, lo, hi)
+            table_misses += int(np.count_nonzero(copy != f["y"].ravel()))
+    assert len(manifest) == 72 and table_misses > 0, table_misses  # the cases tell the two rules apart

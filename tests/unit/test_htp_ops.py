@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from refinterp.quant import htp_ops
+from refinterp.quant import htp, htp_ops
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -132,3 +132,28 @@ def test_requantizing_reshape_after_a_maxpool_is_refused(tmp_path):
 
     with pytest.raises(UnsupportedOpError, match="Reshape.*made by MaxPool"):
         refinterp.Session(_model(tmp_path, 0.03), "qnn-htp-v68")
+
+
+def test_requantizing_reshape_of_a_graph_input_reads_the_clamped_float_input(tmp_path):
+    """passes/qdq_htp.py ``_input_folds``: the Reshape reads x with the float32 range of x's QuantizeLinear,
+    and its codes are quantize_float(clamp(x)) on its own parameters, not a copy of x's codes."""
+    inits = [numpy_helper.from_array(np.asarray(v, dt), n) for v, n, dt in
+             [(0.02, "s", np.float32), (100, "z", np.uint8), (0.021, "s2", np.float32), (110, "z2", np.uint8),
+              (np.array([1, -1], np.int64), "shape", np.int64)]]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("Reshape", ["d", "shape"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s2", "z2"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "s2", "z2"], ["y"])]
+    g = load_graph(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])], inits)
+    (r,) = [n for n in fuse_qdq_htp(g).nodes if n.op == "Reshape"]
+    lo, hi = np.float32(-100) * np.float32(0.02), np.float32(155) * np.float32(0.02)
+    assert r.inputs[0] == "x" and r.attrs["htp_input_clamp"] == [float(lo), float(hi)]
+    x = np.linspace(-2.5, 3.5, 256, dtype=np.float32).reshape(1, 256)  # off the grid; beyond both ends of x's range
+    out = refinterp.Session(g, "qnn-htp-v73").run({"x": x}, capture="all")
+    want = htp.quantize_float(np.clip(x, lo, hi), 0.021, 110, 0, 255)
+    assert np.array_equal(out["rq"].astype(np.int64), want)
+    copy = htp.quantize_float((out["q"].astype(np.int64) - 100).astype(np.float32) * np.float32(0.02), 0.021, 110,
+                              0, 255)
+    assert not np.array_equal(copy, want)  # the input here tells the fold from a copy of x's codes ...
+    assert not np.array_equal(htp.quantize_float(x, 0.021, 110, 0, 255), want)  # ... and from no clamp

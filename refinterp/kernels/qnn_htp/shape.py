@@ -14,6 +14,13 @@ uint16 / int16 code at 3 scale pairs through Concat, Reshape, Transpose, edge Pa
 v68 and v73: 0 differences (the exact ratio rounded half up: 0-46 of 65,536); an int16 DepthToSpace the QNN
 EP does not take (refused); a 16-bit MaxPool or Slice that requantizes differs (11-3,176 codes: refused).
 
+A requantizing Reshape, Flatten, Squeeze, Unsqueeze, Tile or Expand of a graph input's codes is folded
+into that input's QuantizeLinear instead: y = quantize_float(clamp(x, (qmin - zp_in) s_in, (qmax - zp_in)
+s_in), s_out, zp_out) from the float input x (passes/qdq_htp.py ``_input_folds`` hands the kernel x and
+the float32 range).  Evidence: off-grid inputs with saturated ends, 3 parameter sets per op and type
+(uint8, int8, uint16, int16), v68 and v73: 0 codes off, where the copy table of the input's codes misses
+1,081-1,108 of 13,824 (tests/conformance/test_qnn_htp_requant_moves.py).
+
 Measured to differ from that table, and refused when the parameters differ: Slice, Split and a
 constant-mode Pad (uint8: 1-4 codes of 192-484, always a value a little below a half rounded up, by
 up to 0.0124 LSB: no fixed-point or float16 form tried fits), a constant-mode int8 Pad (the padded
@@ -92,8 +99,38 @@ def apply_table(tab, codes):
     return table[np.asarray(codes).astype(np.int64) - lo]
 
 
-def _prepare(node, ctx) -> HtpMovePlan:
+@dataclass(frozen=True)
+class HtpInputFoldPlan:
+    kernel: Any  # the int kernel that moves the codes
+    plan: Any
+    lo: np.float32  # the graph input's QuantizeLinear range, float32
+    hi: np.float32
+    scale: float  # the output's parameters
+    zero_point: int
+    qmin: int
+    qmax: int
+    dtype: str
+
+
+def _input_fold(node, ctx) -> HtpInputFoldPlan:
+    """passes/qdq_htp.py ``_input_folds``: a requantizing Reshape-like on a graph input's codes, which the
+    HTP folds into that input's QuantizeLinear: y = quantize_float(clamp(x, lo, hi)) on the output's
+    parameters, then moved (the clamp and the quantization are elementwise, so they commute with the
+    move)."""
+    out = ctx.outputs[0]
+    lo, hi = (np.float32(v) for v in node.attrs["htp_input_clamp"])
+    s, z = qparams(out, node, "output")
+    qmin, qmax = qrange(out.dtype)
+    k = require(node.op, "int")
+    inner = dataclasses.replace(ctx, inputs=[dataclasses.replace(ctx.inputs[0], dtype=out.dtype, quant=out.quant)]
+                                + list(ctx.inputs[1:]))
+    return HtpInputFoldPlan(k, k.prepare(node, inner), lo, hi, float(s), int(z), qmin, qmax, out.dtype)
+
+
+def _prepare(node, ctx):
     x = ctx.inputs[0] if ctx.inputs else None
+    if x is not None and x.dtype == "float32" and node.attrs.get("htp_input_clamp") is not None:
+        return _input_fold(node, ctx)
     if x is not None and x.dtype in ("float32", "float16"):
         raise UnsupportedOpError(f"{where(node)}: a float {node.op} is not characterised on the HTP (it would run "
                                  "in float16 there)")
@@ -147,7 +184,11 @@ def _inputs_on_output_params(ctx):
     return dataclasses.replace(ctx, inputs=ins)
 
 
-def _run(p: HtpMovePlan, *args):
+def _run(p, *args):
+    if isinstance(p, HtpInputFoldPlan):
+        x = np.clip(np.asarray(args[0], np.float32), p.lo, p.hi)
+        codes = htp.quantize_float(x, p.scale, p.zero_point, p.qmin, p.qmax).astype(p.dtype)
+        return p.kernel.run(p.plan, codes, *args[1:])
     moved = [apply_table(tab, a) for tab, a in zip(p.tables, args)]
     return p.kernel.run(p.plan, *moved, *args[len(moved):])
 
