@@ -50,7 +50,9 @@ class _HtpFuser(_Fuser):
     # 16-bit units too: the QNN EP takes them as quantized ops; the HTP kernels run the 16-bit rules
     # they have (kernels/qnn_htp/gemm.py) and refuse the rest naming the node
     QRANGE = {**_QRANGE, "uint16": (0, 65535), "int16": (-32768, 32767)}
-    WEIGHTED = _Fuser.WEIGHTED + ("ConvTranspose",)  # the QNN EP takes a QDQ ConvTranspose as one op
+    # the QNN EP takes a QDQ ConvTranspose as one op, and a LayerNormalization with DQ(constant gamma) and an
+    # optional DQ(int32 beta) (kernels/qnn_htp/norm.py)
+    WEIGHTED = _Fuser.WEIGHTED + ("ConvTranspose", "LayerNormalization")
 
     def may_drop(self, n) -> bool:
         """A Relu or Clip between DequantizeLinear and QuantizeLinear is an op of its own on the HTP (its
