@@ -46,6 +46,23 @@ def run_htp_batch(tmp_path: Path, manifest: list) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def check_manifest(manifest: list) -> int:
+    """refinterp's Session (scheme qnn-htp-v<arch>) on every job of a ``run_htp_batch`` manifest: each named
+    output equals the emulator's, code for code; returns the number of codes compared."""
+    import refinterp
+
+    checked = 0
+    for mp, fp, op, arch, names in manifest:
+        with np.load(op, allow_pickle=False) as f, np.load(fp, allow_pickle=False) as fd:
+            ours = refinterp.Session(refinterp.load(mp), f"qnn-htp-v{arch}").run({k: fd[k] for k in fd.files},
+                                                                                 capture=names)
+            for n in names:
+                bad = int(np.count_nonzero(np.asarray(ours[n]) != f[n]))
+                assert bad == 0, f"{mp} {n}: {bad} of {f[n].size} codes differ"
+                checked += f[n].size
+    return checked
+
+
 def _model(nodes, inits, inputs, outputs):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
