@@ -19,7 +19,9 @@ function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_h
 the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with ``htp_fused_silu``.
 
 A Concat input on other parameters made by a compute op is that op re-run onto the Concat's parameters
-(``_concat_units``).
+(``_concat_units``); a requantizing Reshape-like of a graph input's codes reads the float input, which the
+HTP clamps and quantizes once onto the move's parameters (``_input_folds``).  LayerNormalization with
+DQ(constant gamma) and DQ(int32 beta) is one more unit (kernels/qnn_htp/norm.py).
 """
 from __future__ import annotations
 
@@ -214,7 +216,7 @@ def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
 # requantizing data movement the HTP folds into a graph input's QuantizeLinear: the float input clamped to
 # that QuantizeLinear's range and quantized once onto the move's output parameters (measured: 0 codes off
 # on off-grid inputs, 8 and 16 bit, v68 and v73; tests/conformance/test_qnn_htp_requant_moves.py), where
-# the copy table of the input's codes misses 9-83 of 512
+# the copy table of the input's codes misses 1,081-1,108 of the test's 13,824
 INPUT_FOLDS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Tile", "Expand")
 
 

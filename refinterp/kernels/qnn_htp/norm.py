@@ -40,6 +40,9 @@ def _prepare(node, ctx) -> HtpLayerNormPlan:
     gamma = ctx.inputs[1] if len(ctx.inputs) > 1 else None
     beta = ctx.inputs[2] if len(ctx.inputs) > 2 else None
     require_8bit(node, [x, out])
+    if any(node.outputs[1:]):
+        raise UnsupportedOpError(f"{where(node)}: LayerNormalization's Mean / InvStdDev outputs are not characterised "
+                                 "on the HTP")
     rank = len(x.shape) if x.shape is not None else None
     axis = int(node.attr("axis", -1))
     if rank is None or axis % rank != rank - 1:
