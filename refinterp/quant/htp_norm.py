@@ -37,6 +37,8 @@ import math
 
 import numpy as np
 
+from .fixedpoint import round_half_away
+
 F32 = np.float32
 MAGIC = 0x5F3759DF
 GUARD = 4e-7  # relative distance of M to a grid step below which the HTP's side is not characterised
@@ -62,7 +64,7 @@ def mean64(codes: np.ndarray) -> np.ndarray:
     a, e = math.frexp(float(F32(1) / F32(n)))  # 1/L = a 2^e, a in [0.5, 1)
     mant, b = int(a * 2 ** 24), 24 - e
     s = codes.sum(axis=-1, dtype=np.int64)  # |64 S a| < 2^6 2^16 L 2^24: int64 up to L = 2^17
-    return np.floor_divide(s * (64 * mant), 1 << b) if b < 63 else np.zeros_like(s)
+    return np.floor_divide(s * (64 * mant), 1 << b)
 
 
 def variance32(codes: np.ndarray) -> np.ndarray:
@@ -78,10 +80,7 @@ def multiplier(r: np.ndarray, s_g: float, s_y: float) -> tuple[np.ndarray, np.nd
     """(m, k, other): M = r s_g / s_y 2^16 as m 2^k, m = floor(M / 2^k) < 2^16; ``other`` is the m on the
     far side of the nearest step where M lies within ``GUARD`` (relative) of it, else m."""
     big = np.asarray(r, np.float64) * (float(F32(s_g)) / float(F32(s_y))) * 2.0 ** MULT_BITS
-    k = np.zeros(big.shape, np.int64)
-    over = big >= 2.0 ** MULT_BITS
-    k[over] = np.ceil(np.log2(big[over] / 2.0 ** MULT_BITS)).astype(np.int64)
-    k[over & (big / 2.0 ** k >= 2.0 ** MULT_BITS)] += 1  # log2 landing exactly on a power of two
+    k = np.maximum(np.frexp(big)[1] - MULT_BITS, 0).astype(np.int64)  # big < 2^e: big / 2^k < 2^16
     grid = big / 2.0 ** k
     m = np.floor(grid).astype(np.int64)
     near = np.abs(grid - np.round(grid)) * 2.0 ** k < GUARD * big
@@ -93,8 +92,7 @@ def beta_codes(beta_q: np.ndarray, s_b: float, s_y: float) -> np.ndarray:
     """round(f32(f32(f32(beta_q) s_b) f32(1 / s_y))), half away from zero (int64).  Dividing by s_y instead
     rounds the other way on 0 of 768 entries chosen where the two differ (measured)."""
     v = ((np.asarray(beta_q).astype(F32) * F32(s_b)).astype(F32) * (F32(1) / F32(s_y))).astype(F32)
-    v = v.astype(np.float64)
-    return (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+    return round_half_away(v).astype(np.int64)
 
 
 def rows_out(d: np.ndarray, g: np.ndarray, m: np.ndarray, k: np.ndarray) -> np.ndarray:

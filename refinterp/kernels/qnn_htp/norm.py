@@ -51,7 +51,7 @@ def _prepare(node, ctx) -> HtpLayerNormPlan:
     if gamma is None or gamma.const is None or gamma.quant is None or gamma.dtype != x.dtype:
         raise UnsupportedOpError(f"{where(node)}: the HTP LayerNormalization is characterised with a constant "
                                  f"gamma quantized to the activations' type ({x.dtype}) only")
-    (s_x, z_x), (s_g, z_g), (s_y, z_y) = (qparams(x, node, "input"), qparams(gamma, node, "gamma"),
+    (s_x, _), (s_g, z_g), (s_y, z_y) = (qparams(x, node, "input"), qparams(gamma, node, "gamma"),
                                           qparams(out, node, "output"))
     g = np.asarray(gamma.const, np.int64).reshape(-1) - z_g
     if x.shape[-1] is not None and g.size not in (1, x.shape[-1]):
