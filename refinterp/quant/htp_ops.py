@@ -1,5 +1,5 @@
 """Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68
-convolution requantization, element-wise Add / Sub and the window average (GlobalAveragePool), as measured
+convolution requantization, element-wise Add / Sub / Mul (the window averages are in ``htp_pool.py``), as measured
 against Qualcomm's host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).
 tests/conformance/test_qnn_htp_ops.py and test_qnn_htp_elementwise.py re-measure every rule here against the
 emulator.
@@ -130,23 +130,6 @@ Sub of 16-bit tensors (uint16 and int16 alike; v68 and v73 identical), M_i = f32
     the lowest code from K_0 = 2^31 + 934 up (9 sets) and exact up to K_0 = 2^31 - 2,312 (12 sets);
     refused there (conservative below p = 16: K_0 up to 1.4 * 2^31 was exact at p = 15).  A negative
     K_0 down to -1.9 * 2^31 is exact.
-
-Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) for n cells::
-
-    p  = 15 - e                                 e: the binary exponent of A (A * 2^p in [2^14, 2^15))
-    i  = floor(A * 2^p + 1/2)
-    y  = clamp(((S * i + 2^(p-1)) >> p) + zp_y)   S = sum of (q - zp_x) over the window, exact
-
-    Evidence: 30 + 20 layers of 512 .. 2048 channels over 2x2 .. 7x7 windows, uint8 and int8:
-    0 differences (plain rounding of the exact mean differs on 28 of 61,440).  uint16 the same: 10
-    layers of 1,024 channels over windows of 12 .. 56 cells, v73 and v68, 0 of 10,240 (the QNN EP
-    refuses an int16 GlobalAveragePool).  AveragePool with
-    padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
-    not characterised.  ReduceMean measured further (v73, uint8): over H x W, the last axis or the
-    channels it equals this rule on most layers (0 of 1,024 .. 2,048 codes for n = 10 .. 2,048), but with
-    n = 9 a sweep of every window sum (S from -1152 to 1143, z_y = 128, six multipliers) differs from it
-    near ties (2 .. 10 codes) and, for A > 1/2, on 154 .. 280 sums near the negative end, where the HTP's
-    code is one higher; GlobalAveragePool on the same sweep follows the rule (0 of 13,776).
 
 Mul of two tensors (v68 and v73 identical; int8 as uint8 moved by 128), M = f32(f32(s_1 s_2) / s_y) in
 float32.  A 16-bit multiply-and-shift in two stages, the operands first moved by a "range bias" so that
@@ -414,19 +397,3 @@ def scale_single(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int
     no second stage; |acc| <= 255 so acc * i < 2^24."""
     p, i, _ = params
     return np.clip(((np.asarray(acc, np.int64) * i + (1 << (p - 1))) >> p) + zy, lo, hi)
-
-
-def average_params(A: float) -> tuple[int, int]:
-    """(p, i) of the window average for A = s_x / (s_y * n) > 0."""
-    if not (A > 0 and math.isfinite(A)):
-        raise ValueError(f"multiplier {A!r} is not a positive finite number")
-    p = 15 - math.frexp(A)[1]
-    if p < 1:
-        raise ValueError(f"multiplier {A!r} >= 2^14 is outside the measured range")
-    return p, math.floor(A * 2.0 ** p + 0.5)
-
-
-def average(S: np.ndarray, params: tuple[int, int], zy: int, qmin: int, qmax: int) -> np.ndarray:
-    """Window sums S of zero-point-subtracted codes -> output codes (int64)."""
-    p, i = params
-    return np.clip(((np.asarray(S, np.int64) * i + (1 << (p - 1))) >> p) + zy, qmin, qmax)

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+import refinterp
+from refinterp.errors import UnsupportedOpError
 from refinterp.kernels.qnn_htp.avgpool import AVERAGE_WINDOWS, CONV_WINDOWS
 
 from tests.conformance.test_qnn_htp_numerics import _model
@@ -34,12 +36,12 @@ FORMS = [((k, k), None, 0, (12, 12)) for k in range(2, 9)] + [
 ]
 
 
-def _pool_job(rng, act, kernel, pads, cip, hw, xs=None, ys=None, channels=16, spread=60):
+def _pool_job(rng, act, kernel, pads, cip, hw, xs=None, ys=None, channels=16, spread=60, **extra):
     info = np.iinfo(act)
     xs = xs or float(F(10 ** rng.uniform(-3, -1) / (1 if info.bits == 8 else 256)))
     ys = ys or float(F(xs * 10 ** rng.uniform(-0.7, 0.3)))
     xz, yz = (int(rng.integers(int(info.min), int(info.max) + 1)) for _ in range(2))
-    attrs = {"kernel_shape": list(kernel), "count_include_pad": cip}
+    attrs = {"kernel_shape": list(kernel), "count_include_pad": cip, **extra}
     if isinstance(pads, str):
         attrs["auto_pad"] = pads
     elif pads is not None:
@@ -70,14 +72,46 @@ def test_average_pool_stride_one(tmp_path, arch, act):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint8", "int8", "uint16")])
+def test_average_pool_2x2_stride_2(tmp_path, arch, act):
+    """The 2x2 stride-2 kernel (htp_pool.pair_average) over its whole multiplier range: A = s_x / (4 s_y)
+    from 2^-8 to 2^7 (one set in each binade, so every second shift s2 = 0, 4 .. 7 runs, and one more
+    in each binade below 1/2 where the second rounding shows), even and odd input sizes, ceil_mode on
+    even sizes, count_include_pad 1 (no padding: no effect), and a window over the whole input
+    (GlobalAveragePool's rule, which differs from this one below A = 1/2)."""
+    rng = np.random.default_rng(zlib.crc32(repr(("avgpool2x2s2", arch, act)).encode()))
+    sixteen = act == "uint16"
+    xs = 0.01 / (256 if sixteen else 1)
+    spread = 3000 if sixteen else 60
+    exps = list(range(-8, 8)) + list(range(-8, -1))
+    jobs = []
+    for j, e in enumerate(exps):
+        A = 2.0 ** (e + rng.uniform(0.02, 0.98))
+        hw, extra = [((12, 12), {}), ((13, 15), {}), ((16, 10), {"ceil_mode": 1}), ((7, 9), {})][j % 4]
+        jobs.append(_pool_job(rng, act, (2, 2), None, j % 2, hw, xs=xs, ys=float(F(xs / (4 * A))), spread=spread,
+                              strides=[2, 2], **extra))
+    for A in (0.039, 0.17, 0.39):
+        jobs.append(_pool_job(rng, act, (2, 2), None, 0, (2, 2), xs=xs, ys=float(F(xs / (4 * A))), channels=256,
+                              spread=spread, strides=[2, 2]))
+    _check_many(tmp_path, jobs, arch)
+
+
 @pytest.mark.parametrize("arch", MAIN)
 def test_average_pool_refusals(tmp_path, arch):
     rng = np.random.default_rng(3)
-    for kernel, strides in (((2, 2), [2, 2]), ((3, 3), [2, 2]), ((4, 4), [4, 4])):
-        m, _ = _pool_job(rng, "uint8", kernel, None, 0, (12, 12))
-        next(n for n in m.graph.node if n.op_type == "AveragePool").attribute.append(
-            helper.make_attribute("strides", strides))
-        assert "stride 1 only" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    for kernel, strides in (((3, 3), [2, 2]), ((4, 4), [4, 4]), ((2, 2), [1, 2])):
+        m, _ = _pool_job(rng, "uint8", kernel, None, 0, (12, 12), strides=strides)
+        assert "2x2 windows with strides 2 only" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    m, _ = _pool_job(rng, "uint8", (2, 2), [0, 0, 1, 1], 1, (12, 12), strides=[2, 2])
+    assert "padded 2x2 stride-2" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    m, _ = _pool_job(rng, "uint8", (2, 2), None, 0, (12, 12), xs=0.01, ys=float(F(0.01 / (4 * 2.0 ** -9))),
+                     strides=[2, 2])
+    assert "below 2^-8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    m, feeds = _pool_job(rng, "uint8", (2, 2), None, 0, (13, 12), strides=[2, 2], ceil_mode=1)
+    (tmp_path / "c.onnx").write_bytes(m.SerializeToString())
+    sess = refinterp.Session(refinterp.load(str(tmp_path / "c.onnx")), f"qnn-htp-v{arch}")
+    with pytest.raises(UnsupportedOpError, match="hangs past the input"):
+        sess.run(feeds)
     m, _ = _pool_job(rng, "uint8", (3, 3), [1, 1, 1, 1], 0, (12, 12))
     assert "count_include_pad 0" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
     m, _ = _pool_job(rng, "uint8", (8, 8), [1, 1, 1, 1], 1, (12, 12))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from refinterp.quant import htp, htp_ops
+from refinterp.quant import htp, htp_ops, htp_pool
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -78,14 +78,26 @@ def test_sub_params_scale_of_the_larger_multiplier_offset_ties_down():
 
 
 def test_average_and_dw_stride2_are_15_bit():
-    p, i = htp_ops.average_params(0.0386)
+    p, i = htp_pool.average_params(0.0386)
     assert 2 ** 14 <= i < 2 ** 15 and p == 15 - math.frexp(0.0386)[1]
-    assert np.array_equal(htp_ops.average(np.array([0, 100, -100]), (p, i), 3, 0, 255),
+    assert np.array_equal(htp_pool.average(np.array([0, 100, -100]), (p, i), 3, 0, 255),
                           np.array([3, 3 + round(100 * i / 2 ** p), 0]))  # 3 - 4 clamps at 0
     p2, i2 = htp_ops.dw_stride2_params(0.01)
     assert 2 ** 14 <= i2 < 2 ** 15
     with pytest.raises(ValueError):
         htp_ops.dw_stride2_params(0.6)
+
+
+def test_pair_average_rounds_twice_below_one_half():
+    """2x2 stride-2 AveragePool (htp_pool.pair_average): below A = 1/2 a second rounding by min(7, p - 12)
+    bits lifts fractions from 1/2 - 2^(11-p) up (2 * 0.245 = 0.49 -> 1), above it one rounding (1.49 -> 1)."""
+    assert htp_pool.pair_average_params(0.7)[2] == 0
+    assert [htp_pool.pair_average_params(a)[2] for a in (0.3, 0.245, 0.1, 0.05, 0.02, 0.005)] == [4, 5, 6, 7, 7, 7]
+    assert htp_pool.pair_average(np.array([2, -2]), htp_pool.pair_average_params(0.245), 10, 0, 255).tolist() == [11, 10]
+    assert htp_pool.pair_average(np.array([2]), htp_pool.pair_average_params(0.24), 10, 0, 255).tolist() == [10]
+    assert htp_pool.pair_average(np.array([2]), htp_pool.pair_average_params(0.745), 10, 0, 255).tolist() == [11]
+    with pytest.raises(ValueError, match="below 2"):
+        htp_pool.pair_average_params(2.0 ** -9)
 
 
 def _model(tmp_path, scale_out):

@@ -7,7 +7,7 @@ tests/conformance/test_qnn_htp_pool.py).  The HTP picks a kernel by the window; 
   by the arch's convolution rule with M = f32(f32(s_x * s_w) / s_y): v73 ``htp.conv_requant``, v68
   ``htp_ops.conv_requant_v68`` (its folded zero point Z = round(f32(z_y / M)) is what separates the
   weight code: 1 misses 29-79 codes in 12,000 on 3x3 and 5x5, 8 still 16 on 5x5; 32 to 128 fit all).
-* 8x8, and any window covering the whole unpadded input: GlobalAveragePool's rule (``htp_ops.average``,
+* 8x8, and any window covering the whole unpadded input: GlobalAveragePool's rule (``htp_pool.average``,
   a 15-bit multiplier; the float32 path below misses 2-7 codes in 6,000 on 8x8, this rule none).
 * every other window up to 15 x 15 (2x2, 4x4, 9x9 .. 15x15, non-square ones to 16 cells a side): the
   HTP's float32 path -- x = f32((q - z_x) s_x), the window summed in float32 cell by cell in row-major
@@ -25,11 +25,18 @@ every other window takes the float32 path, 8x8 included (GlobalAveragePool's rul
 there), whole-input windows GlobalAveragePool's rule.  Weight codes 1 .. 16, 64, 128 and 255 miss thousands
 of codes.  0 differences over 41 uint16 jobs per arch.  int16: the QNN EP does not take AveragePool.
 
-Refused: strides above 1 (2x2 / 3x3 / 5x5 with stride 2 and 4x4 with stride 4 miss 1-203 codes under
-every rule and summation order tried: another kernel), 16x16 (74 of 4,704 codes off both the float32
-path and the 15-bit rule) and larger windows, a padded convolution window with count_include_pad 0
-(25-82 codes off inside the image too), a padded 8x8 window; spatial ranks other than 2 and
-dilations (not measured).
+2x2 windows with strides 2 (8-bit and uint16, v68 and v73): a kernel of their own, the exact window sum
+times a 15-bit multiplier rounded once (A >= 1/2) or twice (``htp_pool.pair_average``); over a whole
+unpadded input (one window) GlobalAveragePool's rule, as for stride 1 (measured: 0 of 3,072 codes off it,
+21-26 per 1,024 off the 2x2 stride-2 rule at A < 1/2).
+
+Refused: other strides (3x3 / 5x5 / 4x4 with stride 2 miss 1-28 codes in 2,700-3,100 under every rule tried;
+4x4 with stride 4 fits the float32 path on some input sizes and misses a third of the codes on others: not
+characterised, refinterp/kernels/qnn_htp/MEASURED.md), a 2x2 stride-2 window over padding or past the input
+(ceil_mode on an odd size: the edge windows follow neither divisor), 16x16 (74 of 4,704 codes off both the
+float32 path and the 15-bit rule) and larger windows, a padded convolution window with count_include_pad 0
+(25-82 codes off inside the image too), a padded 8x8 window; spatial ranks other than 2 and dilations (not
+measured).
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp, htp_ops
+from refinterp.quant import htp, htp_ops, htp_pool
 from ..float import pool as float_pool
 from ..spatial import from_channels_last, pad_channels_last, to_channels_last
 from ..tflite.common import qparams, qrange, where
@@ -55,7 +62,8 @@ WEIGHT_CODE16 = 32  # uint16
 @dataclass(frozen=True)
 class HtpAvgPoolPlan:
     fplan: Any            # the float pool's plan: window, padding, count_include_pad
-    kind: str             # "conv", "conv16" (uint16), "average" (GlobalAveragePool's rule) or "float"
+    kind: str             # "conv", "conv16" (uint16), "average" (GlobalAveragePool's rule), "pair" (2x2 stride 2)
+                          # or "float"
     padded: bool
     arch: str
     M: float              # conv: the multiplier of the accumulator 128 S (conv16: of A = 32 (...))
@@ -78,10 +86,13 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
         require_8bit(node, [x, y])
     fp = float_pool.prepare_node(node, ctx)
     nd = len(fp.kernel_shape)
-    if nd != 2 or any(v != 1 for v in (*(fp.strides or ()), *(fp.dilations or ()))):
+    strides = tuple(fp.strides or (1,) * nd)
+    pair = nd == 2 and tuple(fp.kernel_shape) == (2, 2) and strides == (2, 2)
+    if nd != 2 or any(v != 1 for v in (fp.dilations or ())) or (any(v != 1 for v in strides) and not pair):
         raise UnsupportedOpError(f"{where(node)}: AveragePool (kernel {fp.kernel_shape}, strides {fp.strides}, "
                                  f"dilations {fp.dilations}) is characterised on the HTP for 2-D windows with "
-                                 "stride 1 only (strided windows run another kernel, not characterised)")
+                                 "stride 1 and for 2x2 windows with strides 2 only (other strided windows run "
+                                 "other kernels, not characterised)")
     kh, kw = fp.kernel_shape
     if max(kh, kw) > MAX_SIDE or kh == kw > MAX_SQUARE:
         raise UnsupportedOpError(f"{where(node)}: a {kh}x{kw} AveragePool is not characterised on the HTP (measured "
@@ -97,6 +108,15 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
     if sixteen:  # uint16: the convolution windows on the 16-bit convolution, all others (8x8 too) float32
         kind = "conv16" if kind == "conv" else "float"
     (xs, zx), (ys, zy) = qparams(x, node, "X"), qparams(y, node, "Y")
+    if pair:
+        if padded:
+            raise UnsupportedOpError(f"{where(node)}: a padded 2x2 stride-2 AveragePool is not characterised on the "
+                                     "HTP (its windows over the padding follow neither divisor)")
+        kind = "pair"
+        try:
+            htp_pool.pair_average_params(float(xs) / (4 * float(ys)))
+        except ValueError as e:
+            raise UnsupportedOpError(f"{where(node)}: a 2x2 stride-2 AveragePool: {e}") from None
     f32 = np.float32
     if kind == "conv16":
         ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE16))
@@ -126,13 +146,28 @@ def _conv16(p: HtpAvgPoolPlan, s: np.ndarray) -> np.ndarray:
     return htp.conv16_requant(g, p.M, p.zy, p.lo, p.hi)
 
 
+def _pair(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
+    """The 2x2 stride-2 kernel (``htp_pool.pair_average``) on windows wholly inside the input."""
+    spatial = to_channels_last(x, p.fplan.layout).shape[1:-1]
+    win = float_pool.window(p.fplan, spatial)
+    if any(2 * o > d for o, d in zip(win.out, spatial)):
+        raise UnsupportedOpError(f"node '{p.fplan.name}': a 2x2 stride-2 AveragePool with ceil_mode over the odd "
+                                 f"input size {tuple(spatial)}: its last window hangs past the input, not "
+                                 "characterised on the HTP")
+    s = from_channels_last(_window_sum(p, x), p.fplan.layout)
+    params = htp_pool.pair_average_params(float(p.xs) / (4 * float(p.ys)))
+    return htp_pool.pair_average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
+
+
 def _run(p: HtpAvgPoolPlan, x):
     x = np.asarray(x)
     whole = not p.padded and tuple(p.fplan.kernel_shape) == to_channels_last(x, p.fplan.layout).shape[1:-1]
+    if p.kind == "pair" and not whole:
+        return _pair(p, x)
     if whole or p.kind == "average":
         n = int(np.prod(p.fplan.kernel_shape))
         s = from_channels_last(_window_sum(p, x), p.fplan.layout)
-        return htp_ops.average(s, htp_ops.average_params(float(p.xs) / (float(p.ys) * n)), p.zy, p.lo,
+        return htp_pool.average(s, htp_pool.average_params(float(p.xs) / (float(p.ys) * n)), p.zy, p.lo,
                                p.hi).astype(p.dtype)
     if p.kind == "float":
         xf = ((x.astype(np.int64) - p.zx) * np.float32(p.xs)).astype(np.float32)  # |q - z| <= 255: one rounding

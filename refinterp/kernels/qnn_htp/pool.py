@@ -1,6 +1,6 @@
 """HTP pooling on 8-bit activations (v68 and v73 alike):
 
-* GlobalAveragePool: refinterp/quant/htp_ops.py ``average`` -- the exact window sum times a 15-bit
+* GlobalAveragePool: refinterp/quant/htp_pool.py ``average`` -- the exact window sum times a 15-bit
   fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16 (measured; int16:
   the QNN EP does not take it, refused).
 * MaxPool: the maximum of the stored codes (also on uint16 / int16 with unchanged parameters: 0 of 10,832
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp_ops
+from refinterp.quant import htp_pool
 from ..onnxruntime import pool as ort_pool
 from ..registry import require
 from ..tflite.common import qparams, where
@@ -121,9 +121,9 @@ for _variant in ARCHS:
     def htp_global_average_pool(p: ort_pool.AvgPoolPlan, x):
         s, n = ort_pool.gap_window_sum(p, x)
         try:  # A = s_x / (s_y * n) in float64 of the float32 scales
-            params = htp_ops.average_params(float(p.xs) / (float(p.ys) * n))
+            params = htp_pool.average_params(float(p.xs) / (float(p.ys) * n))
         except ValueError as e:
             raise UnsupportedOpError(f"GlobalAveragePool: {e}") from None
-        return htp_ops.average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
+        return htp_pool.average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
 
     htp_kernel("MaxPool", _variant, _maxpool_prepare)(_maxpool)
