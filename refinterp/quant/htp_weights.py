@@ -40,12 +40,25 @@ differences over every case of the measured sweeps.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .fixedpoint import round_half_away
-from .htp_ops import folded_zero_point, mantissa
+from .htp_ops import folded_zero_point
+
+
+def requantize_columns(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The re-quantization above on every column of ``d`` (integers in [-255, 255], shape (..., K, N): each
+    of the N columns of each leading index on its own) -> (int8-range w' of d's shape, rh of shape (..., N);
+    1.0 where the column is kept as it is).  |d R| < 2^25: exact in float64."""
+    d = np.asarray(d, np.int64)
+    lo, hi = d.min(axis=-2), d.max(axis=-2)
+    need = (lo < -128) | (hi > 127)
+    r = np.maximum(hi / 127, -lo / 128)
+    m, e = np.frexp(np.where(need, r, 1.0))  # r = m 2^e, m in [0.5, 1): rh = r to 12 significant bits, half up
+    rh = np.where(need, np.ldexp(np.floor(m * 4096 + 0.5) / 4096, e), 1.0)
+    R = np.floor(2.0 ** 16 / rh + 0.5)[..., None, :]
+    w = np.where(need[..., None, :], round_half_away(d * R / 2.0 ** 16), d)
+    return np.clip(w, -128, 127).astype(np.int64), rh
 
 
 def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,17 +66,8 @@ def requantize_channels(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (int8-range weights w', the per-channel factor rh by which the channel's scale grows; 1.0 where
     the channel is kept as it is)."""
     d = np.asarray(d, np.int64)
-    flat = d.reshape(d.shape[0], -1)
-    w = flat.copy()
-    rh = np.ones(flat.shape[0])
-    for c, row in enumerate(flat):
-        lo, hi = int(row.min()), int(row.max())
-        if lo >= -128 and hi <= 127:
-            continue
-        rh[c] = mantissa(max(hi / 127, -lo / 128), 12)
-        R = math.floor(2.0 ** 16 / rh[c] + 0.5)
-        w[c] = round_half_away(row * R / 2.0 ** 16)  # |d R| < 2^25: exact in float64
-    return np.clip(w, -128, 127).reshape(d.shape), rh
+    w, rh = requantize_columns(d.reshape(d.shape[0], -1).T)
+    return w.T.reshape(d.shape), rh
 
 
 def multipliers(M, rh: np.ndarray) -> np.ndarray:

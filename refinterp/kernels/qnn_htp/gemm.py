@@ -24,6 +24,7 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
   the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
   depthwise kernel takes w - z_w as it is.
+* MatMul of two activations: the same re-quantization of B's columns at run time (matmul_act.py).
 
 Refused at prepare: a dilated Conv with strides above 1 (measured: 1-20 codes in 2,000-9,000 off the
 convolution rule, not identified; dilated depthwise ones and dilated stride 1 follow the rules above), int8
@@ -44,6 +45,7 @@ from refinterp.quant import htp, htp_ops, htp_weights
 from ..float import conv_transpose as float_tconv
 from ..onnxruntime import gemm as ort_gemm
 from ..tflite.common import where
+from . import matmul_act
 from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
 
 
@@ -64,11 +66,13 @@ class HtpGemmPlan:
     phase_z: np.ndarray | None = None
 
 
-def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan:
+def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.HtpActMatMulPlan:
     arch = ARCHS[variant]
     x, w, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if kind == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1.0 or float(node.attrs.get("beta", 1.0)) != 1.0):
         raise UnsupportedOpError(f"{where(node)}: Gemm with alpha / beta other than 1 is not characterised on the HTP")
+    if kind == "MatMul" and w is not None and w.const is None:  # two activations: matmul_act.py
+        return matmul_act.prepare(node, ctx, arch)
     if kind == "ConvTranspose":
         _require_tconv(node, ctx)
     if kind == "Conv" and any(int(v) != 1 for v in node.attrs.get("dilations") or ()) \
@@ -316,7 +320,9 @@ def _tconv(p: HtpGemmPlan, x, w, b=None):
     return _epilogue(p, acc, (Z, term))
 
 
-def _matmul(p: HtpGemmPlan, a, b, c=None):  # Gemm: C is the bias, already on the plan
+def _matmul(p, a, b, c=None):  # Gemm: C is the bias, already on the plan
+    if isinstance(p, matmul_act.HtpActMatMulPlan):
+        return matmul_act.run(p, a, b)
     return _epilogue(p, ort_gemm.mm_acc(p.gemm, a, b))
 
 
