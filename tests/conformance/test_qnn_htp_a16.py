@@ -1,6 +1,6 @@
 """16-bit activations ("a16w8") under the ``qnn-htp-*`` schemes against Qualcomm's HTP emulation
 (onnxruntime-qnn 2.7.0, QNN 2.51), beyond the convolution layers of test_qnn_htp_ops.py: Add / Sub of two
-tensors, data movement and pooling, and the v68 16-bit convolution over every input code; every
+tensors, Mul of two tensors, data movement and pooling, and the v68 16-bit convolution over every input code; every
 QuantizeLinear output equal code for code."""
 from __future__ import annotations
 
@@ -74,6 +74,60 @@ def _two_input_job(rng, op, act, a, b, y, n, n_b=None):
     qa = rng.integers(int(info.min), int(info.max) + 1, (1, n))
     qb = rng.integers(int(info.min), int(info.max) + 1, shape_b)
     return m, {"a": ((qa - a[1]) * F(a[0])).astype(F), "b": ((qb - b[1]) * F(b[0])).astype(F)}
+
+
+@pytest.mark.parametrize("arch,act", A16)
+def test_a16_mul(tmp_path, arch, act):
+    """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py): multipliers M from 1e-8 to 0.12 (one in each
+    decade, codes spread so that some outputs saturate and most do not), random zero points, zero points
+    at the ends of the range and in the middle, a tie of M 2^34 (rounded to even: half up misses 2,402 codes
+    there), a broadcast operand and x * x; and M >= 1/8, refused."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max)
+    rng = np.random.default_rng(zlib.crc32(repr(("a16mul", act)).encode()))
+    jobs = []
+
+    def job(z1, z2, zy, M, n_b=None, spread=None, square=False, tie=False):
+        while True:
+            s1, s2 = (float(F(rng.uniform(0.001, 0.01))) for _ in range(2))
+            if square:
+                s2 = s1
+            sy = float(F(s1 * s2 / M))
+            m_htp = float(F(F(F(s1) * F(s2)) / F(sy)))
+            if not tie or (m_htp * 2.0 ** 34) % 2 == 0.5:  # a tie that half to even rounds down
+                break
+        spread = spread or int(min(40000, np.sqrt(30000 / M)))
+        n = 1 << 14
+        shape_b = [1, n if n_b is None else n_b]
+        i1, n1 = _qdq_in("a", s1, z1, act)
+        i2, n2 = _qdq_in("b", s2, z2, act)
+        io, no = _qdq_out("s", "y", sy, zy, act)
+        mul = helper.make_node("Mul", ["a_d", "a_d" if square else "b_d"], ["s"])
+        m = _model(n1 + ([] if square else n2) + [mul] + no, i1 + ([] if square else i2) + io,
+                   [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, n])]
+                   + ([] if square else [helper.make_tensor_value_info("b", TensorProto.FLOAT, shape_b)]),
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        qa = np.clip(z1 + rng.integers(-spread, spread + 1, (1, n)), lo, hi)
+        qb = np.clip(z2 + rng.integers(-spread, spread + 1, shape_b), lo, hi)
+        feeds = {"a": ((qa - z1) * F(s1)).astype(F)}
+        if not square:
+            feeds["b"] = ((qb - z2) * F(s2)).astype(F)
+        jobs.append((m, feeds))
+
+    def z():
+        return int(rng.integers(lo, hi + 1))
+
+    for e in range(-8, 0):
+        job(z(), z(), z(), 10 ** (e + rng.uniform(0, 1)) * (0.12 if e == -1 else 1))
+    job(lo, hi, lo + 100, 2e-5)
+    job(hi, hi, hi - 50, 3e-6)
+    job(lo + 32768, lo + 32768, z(), 1 / 4000)
+    job(lo + 10, lo + 20, z(), 4.65e-4, tie=True, spread=40000)  # M 2^34 on a tie, a large range bias
+    job(z(), z(), z(), 5e-5, n_b=1)
+    job(z(), z(), z(), 1e-4, square=True)
+    _check_many(tmp_path, jobs, arch)
+    job(z(), z(), z(), 0.2)
+    assert "outside (0, 1/8)" in _refused(tmp_path, jobs[-1][0], f"qnn-htp-v{arch}")
 
 
 @pytest.mark.parametrize("arch,act", A16)

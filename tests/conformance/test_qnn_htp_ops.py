@@ -638,11 +638,11 @@ def test_uncharacterised_ops_are_refused(tmp_path, arch):
     m = _model(n1 + no, i1 + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "AveragePool" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
-    # 16-bit activations ("a16w8"): ops without a rule (Mul here) are refused, naming the node
+    # 16-bit activations ("a16w8"): ops without a rule (Div of two tensors here) are refused, naming the node
     i1, n1 = _qdq_in("a", 0.001, 32768, "uint16")
     i2, n2 = _qdq_in("b", 0.002, 32768, "uint16")
-    n1 += n2 + [helper.make_node("Mul", ["a_d", "b_d"], ["s"])]
+    n1 += n2 + [helper.make_node("Div", ["a_d", "b_d"], ["s"])]
     io, no = _qdq_out("s", "y", 0.003, 32768, "uint16")
     m = _model(n1 + no, i1 + i2 + io, [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in "ab"],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-    assert "uint16" in (msg := _refused(tmp_path, m, f"qnn-htp-v{arch}")) and "Mul" in msg
+    assert "uint16" in (msg := _refused(tmp_path, m, f"qnn-htp-v{arch}")) and "Div" in msg

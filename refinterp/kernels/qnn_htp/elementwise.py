@@ -1,6 +1,6 @@
-"""HTP element-wise Add, Sub and Mul on 8-bit activations, and Add / Sub of two 16-bit tensors
-(``htp_ops.add16_params`` / ``sub16_params``; constants and mixed types refused at 16 bits), v68 and
-v73 alike:
+"""HTP element-wise Add, Sub and Mul on 8-bit activations, and Add / Sub / Mul of two 16-bit tensors
+(``htp_ops.add16_params`` / ``sub16_params``, ``htp_mul16``; constants and mixed types refused at 16 bits),
+v68 and v73 alike:
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp, htp_ops
+from refinterp.quant import htp, htp_mul16, htp_ops
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
 
@@ -196,7 +196,36 @@ def _one_value(t, s, z) -> np.float32:
     return np.float32(np.float32(int(np.asarray(t.const).reshape(-1)[0]) - z) * np.float32(s))
 
 
-def _mul_prepare(node, ctx) -> HtpMulPlan:
+@dataclass(frozen=True)
+class HtpMul16Plan:
+    z: tuple[int, int]      # uint16-domain zero points of A and B
+    params: tuple           # htp_mul16.mul16_params
+    shift: int              # 32768 for int16 (the uint16 domain)
+    lo: int
+    hi: int
+    dtype: str
+
+
+def _mul16_prepare(node, ctx) -> HtpMul16Plan:
+    """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py); a one-element constant operand and M >= 1/8
+    are not characterised."""
+    if _const_operand(ctx) is not None:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit Mul by a one-element constant is not characterised on "
+                                 "the HTP")
+    ((sa, za), (sb, zb), (sc, zc)), _, (lo, hi) = _operands(node, ctx, bits=16)
+    sh = 32768 if ctx.outputs[0].dtype == "int16" else 0
+    f32 = np.float32
+    M = float(f32(f32(f32(sa) * f32(sb)) / f32(sc)))
+    try:
+        params = htp_mul16.mul16_params(M, za + sh, zb + sh, zc + sh)
+    except ValueError as e:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit Mul: {e}") from None
+    return HtpMul16Plan((za + sh, zb + sh), params, sh, lo, hi, ctx.outputs[0].dtype)
+
+
+def _mul_prepare(node, ctx) -> HtpMulPlan | HtpMul16Plan:
+    if _is_16bit(ctx):
+        return _mul16_prepare(node, ctx)
     a, b, c = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     ((sa, za), (sb, zb), (sc, zc)), sh, (lo, hi) = _operands(node, ctx)
     f32 = np.float32
@@ -220,6 +249,10 @@ def _mul_prepare(node, ctx) -> HtpMulPlan:
 def _mul_run(p, a, b):
     if isinstance(p, HtpConstPlan):
         return _run(p, a, b)
+    if isinstance(p, HtpMul16Plan):
+        y = htp_mul16.mul16(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift,
+                            *p.z, p.params)
+        return np.clip(y - p.shift, p.lo, p.hi).astype(p.dtype)
     if p.scalar is not None:  # the other input's codes, broadcast to the output shape
         x, other = (b, a) if p.scalar == 0 else (a, b)
         x = np.broadcast_arrays(np.asarray(x), np.asarray(other))[0]
