@@ -131,6 +131,49 @@ def test_a16_mul(tmp_path, arch, act):
 
 
 @pytest.mark.parametrize("arch,act", A16)
+def test_a16_mul_by_constant(tmp_path, arch, act):
+    """A 16-bit Mul by a one-element constant runs the two-tensor kernel after a graph input's QuantizeLinear
+    (every code, 4 constants) and after an Add (4 constants); after a Conv it is refused (measured to differ)."""
+    info = np.iinfo(act)
+    lo, hi = int(info.min), int(info.max)
+    rng = np.random.default_rng(zlib.crc32(repr(("a16mulc", act)).encode()))
+
+    def job(producer):
+        xs = float(F(rng.uniform(1e-4, 1e-3)))
+        xz, cz, qc, yz = (int(rng.integers(lo, hi + 1)) for _ in range(4))
+        inits, nodes = _qdq_in("x", xs, xz, act)
+        src, s_src = "x_d", xs
+        if producer == "Add":
+            nodes.append(helper.make_node("Add", ["x_d", "x_d"], ["p"]))
+            s_src = float(F(xs * rng.uniform(1.5, 3)))
+            i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
+            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
+        elif producer == "Conv":
+            inits += [_init(rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8), "w", np.int8),
+                      _init(0.01, "ws", np.float32), _init(0, "wz", np.int8)]
+            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+                      helper.make_node("Conv", ["x_d", "wd"], ["p"])]
+            s_src = float(F(xs * 0.3))
+            i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
+            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
+        cs = float(F(rng.uniform(1e-4, 1e-3)))
+        inits += [_init(np.array([qc], act), "k", getattr(np, act)), _init(cs, "ks", np.float32),
+                  _init(cz, "kz", getattr(np, act))]
+        nodes += [helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kd"]),
+                  helper.make_node("Mul", [src, "kd"], ["m"])]
+        ys = float(F(s_src * max(abs(qc - cz), 1) * cs / 10 ** rng.uniform(-6, -2)))
+        io, no = _qdq_out("m", "y", ys, yz, act)
+        shape = [1, 4, 128, 128] if producer == "input" else [1, 4, 16, 16]
+        m = _model(nodes + no, inits + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
+        return m, {"x": ((q - xz) * F(xs)).astype(F)}
+
+    _check_many(tmp_path, [job(p) for p in ("input", "Add") for _ in range(4)], arch)
+    assert "codes made by Conv" in _refused(tmp_path, job("Conv")[0], f"qnn-htp-v{arch}")
+
+
+@pytest.mark.parametrize("arch,act", A16)
 def test_a16_add(tmp_path, arch, act):
     """Add of two 16-bit tensors (htp_ops.add16_params): random code pairs at 6 scale / zero-point sets
     (ratios 0.1 .. 10, output scales above both, zero-point terms odd and even) and one broadcast."""

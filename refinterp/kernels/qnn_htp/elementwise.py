@@ -196,6 +196,9 @@ def _one_value(t, s, z) -> np.float32:
     return np.float32(np.float32(int(np.asarray(t.const).reshape(-1)[0]) - z) * np.float32(s))
 
 
+_MUL16_CONST_AFTER = {"input", "Add"}  # producers after which a 16-bit Mul by a constant is the two-tensor kernel
+
+
 @dataclass(frozen=True)
 class HtpMul16Plan:
     z: tuple[int, int]      # uint16-domain zero points of A and B
@@ -207,11 +210,15 @@ class HtpMul16Plan:
 
 
 def _mul16_prepare(node, ctx) -> HtpMul16Plan:
-    """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py); a one-element constant operand and M >= 1/8
-    are not characterised."""
-    if _const_operand(ctx) is not None:
-        raise UnsupportedOpError(f"{where(node)}: a 16-bit Mul by a one-element constant is not characterised on "
-                                 "the HTP")
+    """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py), whatever made the operands (measured after
+    graph inputs, Conv, Add and MaxPool).  A one-element constant operand takes the same kernel after a graph
+    input's QuantizeLinear (every uint16 / int16 code at 6 constants each, v73) and after an Add, but not after
+    a Conv or a MaxPool (2-895 codes in 1,024 off, v68 and v73; neither that kernel nor its range bias left out
+    fits): refused there.  M >= 1/8 is not characterised."""
+    kind = node.attrs.get("htp_input_from", "input")
+    if _const_operand(ctx) is not None and kind not in _MUL16_CONST_AFTER:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit Mul by a one-element constant of codes made by {kind}: "
+                                 "the HTP's kernel there is not characterised")
     ((sa, za), (sb, zb), (sc, zc)), _, (lo, hi) = _operands(node, ctx, bits=16)
     sh = 32768 if ctx.outputs[0].dtype == "int16" else 0
     f32 = np.float32
