@@ -133,12 +133,14 @@ def test_a16_mul(tmp_path, arch, act):
 @pytest.mark.parametrize("arch,act", A16)
 def test_a16_mul_by_constant(tmp_path, arch, act):
     """A 16-bit Mul by a one-element constant runs the two-tensor kernel after a graph input's QuantizeLinear
-    (every code, 4 constants) and after an Add (4 constants); after a Conv it is refused (measured to differ)."""
+    (every code, 4 constants) and after an Add (4 constants); after a Conv it is refused (measured to differ).
+    The two-tensor kernel itself does not depend on the producers: a Conv's or an Add's output times the graph
+    input (2 each)."""
     info = np.iinfo(act)
     lo, hi = int(info.min), int(info.max)
     rng = np.random.default_rng(zlib.crc32(repr(("a16mulc", act)).encode()))
 
-    def job(producer):
+    def job(producer, two_tensor=False):
         xs = float(F(rng.uniform(1e-4, 1e-3)))
         xz, cz, qc, yz = (int(rng.integers(lo, hi + 1)) for _ in range(4))
         inits, nodes = _qdq_in("x", xs, xz, act)
@@ -157,11 +159,15 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
             i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
             inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
         cs = float(F(rng.uniform(1e-4, 1e-3)))
-        inits += [_init(np.array([qc], act), "k", getattr(np, act)), _init(cs, "ks", np.float32),
-                  _init(cz, "kz", getattr(np, act))]
-        nodes += [helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kd"]),
-                  helper.make_node("Mul", [src, "kd"], ["m"])]
-        ys = float(F(s_src * max(abs(qc - cz), 1) * cs / 10 ** rng.uniform(-6, -2)))
+        if two_tensor:  # times the graph input's codes
+            nodes.append(helper.make_node("Mul", [src, "x_d"], ["m"]))
+            ys = float(F(s_src * xs / 10 ** rng.uniform(-6, -3)))
+        else:
+            inits += [_init(np.array([qc], act), "k", getattr(np, act)), _init(cs, "ks", np.float32),
+                      _init(cz, "kz", getattr(np, act))]
+            nodes += [helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kd"]),
+                      helper.make_node("Mul", [src, "kd"], ["m"])]
+            ys = float(F(s_src * max(abs(qc - cz), 1) * cs / 10 ** rng.uniform(-6, -2)))
         io, no = _qdq_out("m", "y", ys, yz, act)
         shape = [1, 4, 128, 128] if producer == "input" else [1, 4, 16, 16]
         m = _model(nodes + no, inits + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
@@ -169,7 +175,8 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
         q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
         return m, {"x": ((q - xz) * F(xs)).astype(F)}
 
-    _check_many(tmp_path, [job(p) for p in ("input", "Add") for _ in range(4)], arch)
+    jobs = [job(p) for p in ("input", "Add") for _ in range(4)]
+    _check_many(tmp_path, jobs + [job(p, two_tensor=True) for p in ("Conv", "Add") for _ in range(2)], arch)
     assert "codes made by Conv" in _refused(tmp_path, job("Conv")[0], f"qnn-htp-v{arch}")
 
 
