@@ -306,16 +306,49 @@ def test_a16_add_refusals(tmp_path):
     assert "not characterised" in _refused(tmp_path, m, "qnn-htp-v73")  # a float constant: no QDQ unit
 
 
+@pytest.mark.parametrize("arch", MAIN)
+def test_a16_depthwise_stride_2(tmp_path, arch):
+    """uint16 3x3 depthwise Conv with stride 2: the 8-bit stride-2 depthwise kernel on 16-bit codes (gemm.py
+    ``_dw_stride2_16``): pads 0 / 1 / 2, odd and even sizes, per-tensor and per-channel weights, with and
+    without int32 biases, multipliers from 2^-16 to 0.45 and output zero points as far as the folded offset
+    fits int32 -- the 16-bit convolution rule misses 2-29% of these codes."""
+    rng = np.random.default_rng(zlib.crc32(repr(("a16dw2", arch)).encode()))
+    jobs = []
+    for trial in range(12):
+        C, H, pad = 16, 16 + trial % 2, [1, 0, 2][trial % 3]
+        pc, with_bias = trial % 2 == 1, trial % 4 >= 2
+        M = 10 ** rng.uniform(np.log10(2.0 ** -15) + 0.01, np.log10(0.45))  # per-channel ones down to M / 2
+        xs, ws0 = float(F(10 ** rng.uniform(-5, -3))), float(F(10 ** rng.uniform(-3, -1)))
+        ws = (F(ws0) * rng.uniform(0.5, 1.0, C)).astype(F) if pc else F(ws0)
+        ys = float(F(xs * float(np.max(ws)) / M))
+        bias = rng.integers(-2 ** 22, 2 ** 22, C).astype(np.int32) if with_bias else None
+        yz = int(rng.integers(0, min(65536, int((2 ** 31 - 2 ** 23 - 9 * 127 * 65535) * M * 0.5))))
+        xz = int(rng.integers(0, 65536))
+        w = rng.integers(-127, 128, (C, 1, 3, 3)).astype(np.int8)
+        m = _conv_model((1, C, H, H), w, ws, bias, xs, xz, ys, yz, "uint16", group=C, pads=[pad] * 4, strides=[2, 2])
+        q = np.clip(int(rng.integers(0, 65536)) + rng.integers(-20000, 20001, (1, C, H, H)), 0, 65535)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+
+
 def test_a16_depthwise_refusals(tmp_path):
-    """int16 depthwise: the QNN EP leaves the node unassigned (measured, asserted below); a strided 16-bit
-    depthwise Conv runs another kernel on the HTP (measured: every code off the rule): both refused."""
+    """int16 depthwise: the QNN EP leaves the node unassigned (measured, asserted below); a uint16 depthwise
+    Conv with stride 3, a 5x5 one with stride 2, one with a multiplier of 1/2 or more or a folded offset beyond
+    int32: refused."""
     w = np.ones((4, 1, 3, 3), np.int8)
     m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 0, 0.002, 0, "int16", group=4, pads=[1, 1, 1, 1])
     assert "int16 depthwise" in _refused(tmp_path, m, "qnn-htp-v73")
     _ep_refuses(tmp_path, m, (1, 4, 6, 6), "Unsupported nodes in QNN EP")
-    m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 32768, 0.002, 32768, "uint16", group=4,
+    for k, st in ((3, 3), (5, 2)):
+        m = _conv_model((1, 4, 6, 6), np.ones((4, 1, k, k), np.int8), F(0.01), None, 0.001, 32768, 0.002, 32768,
+                        "uint16", group=4, pads=[1, 1, 1, 1], strides=[st, st])
+        assert "3x3, stride 2 and int8" in _refused(tmp_path, m, "qnn-htp-v73")
+    m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 32768, float(F(0.00001 / 3e-5)), 65000, "uint16", group=4,
+                    pads=[1, 1, 1, 1], strides=[2, 2])  # M = 3e-5: z_y / M = 2.17e9
+    assert "may pass int32" in _refused(tmp_path, m, "qnn-htp-v73")
+    m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 32768, 0.00002, 32768, "uint16", group=4,
                     pads=[1, 1, 1, 1], strides=[2, 2])
-    assert "strided 16-bit depthwise" in _refused(tmp_path, m, "qnn-htp-v73")
+    assert "to 1/2 only" in _refused(tmp_path, m, "qnn-htp-v73")
 
 
 # -- Add: every pair of codes, four output scales per model --------------------------------------------

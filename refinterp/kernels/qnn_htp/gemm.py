@@ -14,7 +14,8 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   g = (A >> 8) - round_half_up(Z / 256) + trunc(b / 256) (htp.py, "16-bit activations"); v68 the same g
   without the bias, plus the output zero point and the bias folded in accumulator units, times an
   11-bit multiplier (htp_ops.py, "v68 16-bit convolution"); an int16 depthwise Conv (the QNN EP does
-  not take it) and a strided 16-bit depthwise one are refused.
+  not take it) is refused; a uint16 one with stride 2 runs the 8-bit stride-2 depthwise kernel
+  (``_dw_stride2_16``).
 * ConvTranspose (2-D, one group, int8 weights per-tensor or on axis 1): the exact accumulator of the
   transposed convolution (``ort_gemm.tconv_acc``) through the arch's rule above, 8 and 16 bit.  At 16
   bits the HTP runs one convolution per output phase, so Z is per phase (``_tconv_phase_z``).  A dilated
@@ -182,10 +183,9 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     if kind == "DepthwiseConv" and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 depthwise Conv: the QNN EP does not take it onto the HTP")
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
-    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
-        raise UnsupportedOpError(f"{where(node)}: a strided 16-bit depthwise Conv is not characterised on the HTP "
-                                 "(measured: another kernel)")
     ws = np.asarray(w.quant.scale, np.float32).ravel()
+    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
+        return _dw_stride2_16(node, ctx, plan, ws, arch)
     rh = None
     if w.dtype == "uint8":  # re-quantized to symmetric int8 per channel as at 8 bits (htp_weights.py)
         if x.dtype == "int16":  # measured: the QNN EP leaves such a Conv unassigned
@@ -235,6 +235,45 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     mi = np.array([p[1] for p in params], np.int64)
     bound = np.array([htp.conv16_bound(float(M)) for M in mult], np.int64)
     return HtpGemmPlan(plan, arch, term, k, mi, Z, 0, "a16", bound, phase_z=phase_z)
+
+
+def _dw_stride2_16(node, ctx, plan, ws: np.ndarray, arch: str) -> HtpGemmPlan:
+    """A uint16 3x3 depthwise Conv with stride 2 runs the 8-bit stride-2 depthwise kernel on 16-bit codes
+    (``htp_ops.dw_stride2_requant``: the exact accumulator plus the bias codes as they are plus the folded
+    output zero point floor(f32(zp_y / M) + 1/2), times a 15-bit multiplier, one rounding; v68 and v73 alike;
+    int8 weights per tensor or per channel).  Measured (tests/conformance/test_qnn_htp_ops.py
+    ``test_a16_depthwise_stride_2``): 0 codes off for M from 2^-16 to 1/2 while that sum stays within int32;
+    the 16-bit convolution rule misses 2-29% of the codes.  Refused: M below 2^-16 (the shift passes 30: 6-309
+    codes in 648 off), a folded offset that may pass 2^31 with the accumulator (every code off), 5x5 windows
+    (a few codes of the left column off), other strides, uint8 weights."""
+    strides = [int(v) for v in plan.fplan.strides]
+    kshape = [int(v) for v in plan.fplan.kernel_shape]
+    if ctx.inputs[1].dtype != "int8" or any(v != 2 for v in strides) or kshape != [3, 3]:
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit depthwise Conv {kshape[0]}x{kshape[-1]} with strides "
+                                 f"{strides} and {ctx.inputs[1].dtype} weights: characterised on the HTP for 3x3, "
+                                 "stride 2 and int8 weights only")
+    if np.any(np.asarray(plan.zw) != 0):
+        raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point: not characterised at 16 bits")
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0])) if ws.size > 1 \
+        else np.broadcast_to(np.asarray(plan.mult, np.float64).ravel(), (np.asarray(plan.w).shape[0],))
+    if np.any(mult >= 0.5) or np.any(mult < 2.0 ** -16):
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit stride-2 depthwise Conv with multipliers "
+                                 f"{float(mult.min()):.4g} .. {float(mult.max()):.4g}: characterised from 2^-16 to "
+                                 "1/2 only")
+    f32 = np.float32  # Z = floor(f32(f32(z_y / M) + 1/2)): the half added in float32 (measured above 2^23, where
+    # the quotient has no fraction left and the sum rounds to even: 1-2 codes in 1,024 off with the exact half)
+    z = np.floor((f32(plan.zy) / np.asarray(mult, f32)).astype(f32) + f32(0.5)).astype(np.int64)
+    bias = np.zeros_like(z) if plan.bias is None else np.asarray(plan.bias, np.int64)
+    reach = np.abs(np.rint(plan.w)).reshape(len(z), -1).sum(1) * 65535  # the largest |accumulator|
+    if np.any(np.abs(z + bias) + reach >= 2 ** 31):
+        raise UnsupportedOpError(f"{where(node)}: a 16-bit stride-2 depthwise Conv whose folded output zero point "
+                                 "and bias may pass int32 with the accumulator (the HTP then computes every code "
+                                 "otherwise, not characterised)")
+    params = [htp_ops.dw_stride2_params(float(M)) for M in mult]
+    k = np.array([q[0] for q in params], np.int64)
+    m = np.array([q[1] for q in params], np.float64)
+    return HtpGemmPlan(plan, arch, plan.bias, k, m, z, 0, "dw_s2")
 
 
 def _tconv_phase_z(plan, wc: np.ndarray, zx_moved: int) -> np.ndarray:
