@@ -141,6 +141,19 @@ def test_a16w8_residual_model(tmp_path, arch, pc):
     assert tensors == 9 and compared > 30000, (tensors, compared)
 
 
+@pytest.mark.parametrize("arch,pc", [("73", False), ("73", True), ("68", False), ("68", True)])
+def test_a16w8_mobile_model(tmp_path, arch, pc):
+    """mobile_blocks (its stride-2 depthwise Conv + ReLU6 and GlobalAveragePool) by quantize_static with uint16
+    activations and int8 weights: every quantized tensor equals the emulator (refused before the 16-bit
+    stride-2 depthwise kernel, gemm.py ``_dw_stride2_16``); the float logits within 3 float32 ulps."""
+    shape = [1, 3, 32, 32]
+    model = _quantize(mobile_blocks(), tmp_path, "mob", "uint16", pc, shape)
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 1.5)
+    tensors, compared = _compare_model(model, feeds, arch, tmp_path, float_ulps=3)
+    assert tensors == 10 and compared > 30000, (tensors, compared)
+
+
 @pytest.mark.parametrize("arch,act,up", [(a, act, up) for a in ("68", "73") for act in ("uint8", "uint16")
                                          for up in ("resize", "tconv")])
 def test_pooled_unet_model(tmp_path, arch, act, up):
