@@ -353,6 +353,40 @@ def test_a16_depthwise_refusals(tmp_path):
 
 # -- Add: every pair of codes, four output scales per model --------------------------------------------
 
+# Add parameter sets whose offset k / 256 falls exactly on n + 1/2 (htp_ops.add_params: ties go down), found by
+# a search over random scales and zero points: (s_a, z_a, s_b, z_b, s_y, z_y) in the uint8 domain, k / 256 =
+# 894.5, 7799.5, -2795.5, -4608.5 (both signs, both parities)
+ADD_TIES = [(0.0792379081249237, 96, 0.03563236445188522, 31, 0.09214252978563309, 122),
+            (0.04841228574514389, 69, 0.028480537235736847, 242, 0.07833443582057953, 252),
+            (0.0270619485527277, 160, 0.048698119819164276, 192, 0.0875905305147171, 112),
+            (0.08737530559301376, 184, 0.0604180283844471, 204, 0.2143506556749344, 60)]
+
+
+@pytest.mark.parametrize("arch,act", ARCH_ACT)
+def test_add_offset_ties(tmp_path, arch, act):
+    """The Add offset's tie goes down (rounding it half up misses 556-1,660 of the 65,536 code pairs per set)."""
+    sh = 128 if act == "int8" else 0
+    info = np.iinfo(act)
+    a, b = np.meshgrid(np.arange(int(info.min), int(info.max) + 1), np.arange(int(info.min), int(info.max) + 1),
+                       indexing="ij")
+    jobs = []
+    for s1, z1, s2, z2, s3, z3 in ADD_TIES:
+        z1, z2, z3 = z1 - sh, z2 - sh, z3 - sh
+        k = htp_ops.add_params(float(F(F(s1) / F(s3))), float(F(F(s2) / F(s3))), z1 + sh, z2 + sh, z3 + sh)
+        p, i1, i2 = k[:3]
+        assert (z3 + sh) * 2 ** p + 2 ** (p - 1) - (z1 + sh) * i1 - (z2 + sh) * i2 - k[3] == 128  # a tie, taken down
+        i1_, n1 = _qdq_in("a", s1, z1, act)
+        i2_, n2 = _qdq_in("b", s2, z2, act)
+        io, no = _qdq_out("s", "y", s3, z3, act)
+        shape = [1, a.size]
+        m = _model(n1 + n2 + [helper.make_node("Add", ["a_d", "b_d"], ["s"])] + no, i1_ + i2_ + io,
+                   [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
+                    helper.make_tensor_value_info("b", TensorProto.FLOAT, shape)],
+                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+        jobs.append((m, {"a": ((a.ravel() - z1) * F(s1)).astype(F)[None], "b": ((b.ravel() - z2) * F(s2)).astype(F)[None]}))
+    _check_many(tmp_path, jobs, arch)
+
+
 def _sub_in_range(s1, s2, s3, z1, z2, z3, act) -> bool:
     """Sub's offset must fit 24 bits (quant/htp_ops.py sub_params: refused otherwise)."""
     sh = 128 if act == "int8" else 0
