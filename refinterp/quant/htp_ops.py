@@ -1,8 +1,7 @@
-"""Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68
-convolution requantization, element-wise Add / Sub / Mul (the window averages are in ``htp_pool.py``), as measured
-against Qualcomm's host emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``).
-tests/conformance/test_qnn_htp_ops.py and test_qnn_htp_elementwise.py re-measure every rule here against the
-emulator.
+"""Qualcomm HTP integer arithmetic beyond QuantizeLinear and the v73 convolution (``htp.py``): the v68 convolution
+requantization, element-wise Add / Sub / Mul (window averages: ``htp_pool.py``), as measured against Qualcomm's host
+emulation of the HTP (``libQnnHtp.so`` of QNN 2.51 in ``onnxruntime-qnn==2.7.0``); tests/conformance/test_qnn_htp_ops.py
+and test_qnn_htp_elementwise.py re-measure every rule here against the emulator.
 
 Qualcomm does not publish the HTP kernels; each rule was found by dense single-op sweeps (every pair
 of 8-bit codes, every accumulator in [-16384, 16256]) and is stated with its evidence.
@@ -86,9 +85,8 @@ Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
     Evidence: every pair of codes (65,536 per scale set) at 60 random scale / zero-point sets
     (M_j 0.005 .. 1.5): 0 differences; a common exponent, per-input exponents, 10..16-bit multipliers
     and an exact offset were each refuted on the same data; the offset K is always a multiple of 256.
-    Its tie (k / 256 exactly n + 1/2, one parameter set in 256) goes down whatever the sign and parity
-    (4 constructed sets, every pair of codes: K 256 higher misses 556-1,660 codes, the lower one none; a
-    Concat fold of an Add ran into one).
+    Its tie (k / 256 = n + 1/2, one set in 256) goes down whatever the sign and parity (4 constructed
+    sets, every pair of codes: K 256 higher misses 556-1,660 codes, the lower one none).
     One code differs on an exact real-number tie with decimal scales (s 0.01 / 0.012 -> 0.14, zero
     points 3 / 5 -> 255: the pair (2, 0) is 254.5 exactly; the HTP gives 255, this rule 254): not
     characterised, left as is (a sweep of 136 more sets with p 16..18 and zp_y 200..255: 0 differences).

@@ -240,7 +240,7 @@ def _prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
 def _dw_stride2_16(node, ctx, plan, ws: np.ndarray, arch: str) -> HtpGemmPlan:
     """A uint16 3x3 depthwise Conv with stride 2 runs the 8-bit stride-2 depthwise kernel on 16-bit codes
     (``htp_ops.dw_stride2_requant``: the exact accumulator plus the bias codes as they are plus the folded
-    output zero point floor(f32(zp_y / M) + 1/2), times a 15-bit multiplier, one rounding; v68 and v73 alike;
+    output zero point floor(f32(f32(zp_y / M) + 1/2)), times a 15-bit multiplier, one rounding; v68 and v73 alike;
     int8 weights per tensor or per channel).  Measured (tests/conformance/test_qnn_htp_ops.py
     ``test_a16_depthwise_stride_2``): 0 codes off for M from 2^-16 to 1/2 while that sum stays within int32;
     the 16-bit convolution rule misses 2-29% of the codes.  Refused: M below 2^-16 (the shift passes 30: 6-309
