@@ -75,6 +75,7 @@ class HtpAvgPoolPlan:
     lo: int
     hi: int
     dtype: str
+    pair: tuple = ()      # "pair": htp_pool.pair_average_params, derived once here
 
 
 def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
@@ -108,13 +109,14 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
     if sixteen:  # uint16: the convolution windows on the 16-bit convolution, all others (8x8 too) float32
         kind = "conv16" if kind == "conv" else "float"
     (xs, zx), (ys, zy) = qparams(x, node, "X"), qparams(y, node, "Y")
+    pair_params = ()
     if pair:
         if padded:
             raise UnsupportedOpError(f"{where(node)}: a padded 2x2 stride-2 AveragePool is not characterised on the "
                                      "HTP (its windows over the padding follow neither divisor)")
         kind = "pair"
         try:
-            htp_pool.pair_average_params(float(xs) / (4 * float(ys)))
+            pair_params = htp_pool.pair_average_params(float(xs) / (4 * float(ys)))
         except ValueError as e:
             raise UnsupportedOpError(f"{where(node)}: a 2x2 stride-2 AveragePool: {e}") from None
     f32 = np.float32
@@ -125,7 +127,8 @@ def _prepare(node, ctx, arch: str) -> HtpAvgPoolPlan:
         ws = f32(f32(f32(1) / f32(kh * kw)) / f32(WEIGHT_CODE))
         M = float(f32(f32(f32(xs) * ws) / f32(ys)))
     lo, hi = qrange(y.dtype)
-    return HtpAvgPoolPlan(fp, kind, padded, arch, M, xs, zx, ys, zy, shift_of(y.dtype), lo, hi, y.dtype)
+    return HtpAvgPoolPlan(fp, kind, padded, arch, M, xs, zx, ys, zy, shift_of(y.dtype), lo, hi, y.dtype,
+                          pair_params)
 
 
 def _window_sum(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
@@ -155,8 +158,7 @@ def _pair(p: HtpAvgPoolPlan, x: np.ndarray) -> np.ndarray:
                                  f"input size {tuple(spatial)}: its last window hangs past the input, not "
                                  "characterised on the HTP")
     s = from_channels_last(_window_sum(p, x), p.fplan.layout)
-    params = htp_pool.pair_average_params(float(p.xs) / (4 * float(p.ys)))
-    return htp_pool.pair_average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
+    return htp_pool.pair_average(s, p.pair, p.zy, p.lo, p.hi).astype(p.dtype)
 
 
 def _run(p: HtpAvgPoolPlan, x):
