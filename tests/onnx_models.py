@@ -105,6 +105,29 @@ def residual_blocks(seed: int = 3) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def gated_blocks(seed: int = 7) -> ModelProto:
+    """Gated-activation blocks of the kind 16-bit models carry Sigmoid and Tanh in: strided conv + ReLU, a
+    tanh(conv) * sigmoid(conv) gate (WaveNet / GLU-style), a residual Add, a squeeze-excitation gate (GAP, 1x1 +
+    ReLU, 1x1 + Sigmoid, Mul broadcast over H x W), strided 1x1 conv, Flatten, Gemm."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Relu", [b.op("Conv", [x, b.w("c1_w", (16, 3, 3, 3)), b.w("c1_b", (16,), 0.1)], pads=[1, 1, 1, 1],
+                           strides=[2, 2])])
+    v = b.op("Tanh", [b.op("Conv", [h, b.w("v_w", (16, 16, 1, 1)), b.w("v_b", (16,), 0.1)])])
+    g = b.op("Sigmoid", [b.op("Conv", [h, b.w("g_w", (16, 16, 1, 1)), b.w("g_b", (16,), 0.1)])])
+    h = b.op("Add", [b.op("Mul", [v, g]), h])
+    s = b.op("GlobalAveragePool", [h])
+    s = b.op("Relu", [b.op("Conv", [s, b.w("se1_w", (4, 16, 1, 1)), b.w("se1_b", (4,), 0.1)])])
+    s = b.op("Sigmoid", [b.op("Conv", [s, b.w("se2_w", (16, 4, 1, 1)), b.w("se2_b", (16,), 0.1)])])
+    h = b.op("Mul", [h, s])
+    h = b.op("Conv", [h, b.w("q_w", (4, 16, 1, 1)), b.w("q_b", (4,), 0.1)], strides=[2, 2])
+    f = b.op("Flatten", [h], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 4 * 8 * 8)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("gated_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def pooled_unet(seed: int = 5, up: str = "resize") -> ModelProto:
     """A small U-Net-style model of the pooling and data-movement ops: conv + ReLU, MaxPool 2x2, conv,
     AveragePool 3x3 (padded, count_include_pad), AveragePool 2x2 stride 1 (padded, count_include_pad 0),

@@ -28,6 +28,8 @@ missing = [n for n in want if n not in listed]
 assert not missing, f"installed wheel does not list schemes: {missing}\n{out}"
 for n in want:
     refinterp.load_scheme(n)
+from refinterp.quant import htp_curve16  # package data: the HTP's measured 16-bit curves
+assert all(htp_curve16.curve(op).size == 65536 for op in htp_curve16.GRID)
 print(f"wheel: {len(want)} schemes listed and loadable from {root}")
 PY
 MODELS="$("$BIN/python" -c 'import pathlib, refinterp; print(pathlib.Path(refinterp.__file__).parent / "models")')"

@@ -246,6 +246,36 @@ def _input_folds(nodes: list[Node], tensors: dict) -> list[Node]:
     return out
 
 
+def _encoding_overrides(nodes: list[Node], tensors: dict) -> list[Node]:
+    """A 16-bit Sigmoid / Tanh unit's output takes the encoding the QNN EP imposes (quant/htp_curve16.py
+    ``ENCODING``; the model's QuantizeLinear parameters are ignored on the device), and so does every
+    reader: fused units read the tensor's parameters, a standalone DequantizeLinear gets them as new
+    constants."""
+    from ..ir import QuantParams, TensorInfo
+    from ..quant.htp_curve16 import ENCODING
+
+    moved = {}
+    for n in nodes:
+        t = tensors.get(n.outputs[0]) if n.outputs else None
+        if (n.op in ("Sigmoid", "Tanh") and n.source_op.startswith("QDQ:") and t is not None
+                and (n.op, t.dtype) in ENCODING and t.quant is not None and t.quant.scale.size == 1):
+            scale, zp = ENCODING[n.op, t.dtype]
+            tensors[t.name] = dataclasses.replace(t, quant=QuantParams(np.float32(scale), zp))
+            moved[t.name] = (scale, zp, t.dtype)
+    if not moved:
+        return nodes
+    out = []
+    for n in nodes:
+        if n.op == "DequantizeLinear" and n.inputs and n.inputs[0] in moved:
+            scale, zp, dtype = moved[n.inputs[0]]
+            names = (f"{n.inputs[0]}::htp_scale", f"{n.inputs[0]}::htp_zero_point")
+            tensors[names[0]] = TensorInfo(names[0], (), "float32", const=np.array(scale, np.float32))
+            tensors[names[1]] = TensorInfo(names[1], (), dtype, const=np.array(zp, dtype))
+            n = dataclasses.replace(n, inputs=[n.inputs[0], *names])
+        out.append(n)
+    return out
+
+
 def fuse_qdq_htp(graph: Graph) -> Graph:
     f = _HtpFuser(graph)
     f.drop_activations()
@@ -255,5 +285,5 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_binary(n)
         f.fuse_multi(n)
     nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
-    nodes = _input_folds(nodes, f.tensors)
+    nodes = _encoding_overrides(_input_folds(nodes, f.tensors), f.tensors)
     return graph.replace(nodes=nodes, tensors=f.tensors)

@@ -16,7 +16,7 @@ import pytest
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
-from tests.onnx_models import mobile_blocks, pooled_unet, residual_blocks, small_cnn, swish_se_blocks
+from tests.onnx_models import gated_blocks, mobile_blocks, pooled_unet, residual_blocks, small_cnn, swish_se_blocks
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -152,6 +152,22 @@ def test_a16w8_mobile_model(tmp_path, arch, pc):
     np.savez(feeds, input=np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 1.5)
     tensors, compared = _compare_model(model, feeds, arch, tmp_path, float_ulps=3)
     assert tensors == 10 and compared > 30000, (tensors, compared)
+
+
+@pytest.mark.parametrize("arch,act,pc", [("73", "uint16", False), ("73", "uint16", True), ("68", "uint16", False),
+                                         ("68", "uint16", True), ("73", "uint8", True), ("68", "int8", False)])
+def test_gated_model(tmp_path, arch, act, pc):
+    """tests/onnx_models.py gated_blocks (a tanh(conv) * sigmoid(conv) gate, a residual Add, a squeeze-excitation
+    Sigmoid gate) by quantize_static: at uint16 its Sigmoid / Tanh outputs are declared with calibrated encodings
+    (e.g. Tanh 3.05176e-5 / 32767) that the QNN EP replaces (1/32768 / 32768), and every reader follows
+    (refinterp/quant/htp_curve16.py; refused before); every quantized tensor equals the emulator, the float
+    logits within 3 float32 ulps at 16 bits."""
+    shape = [1, 3, 32, 32]
+    model = _quantize(gated_blocks(), tmp_path, "gated", act, pc, shape)
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 1.5)
+    tensors, compared = _compare_model(model, feeds, arch, tmp_path, float_ulps=3 if act == "uint16" else 1)
+    assert tensors == 16 and compared > 30000, (tensors, compared)
 
 
 @pytest.mark.parametrize("arch,act,up", [(a, act, up) for a in ("68", "73") for act in ("uint8", "uint16")

@@ -30,6 +30,9 @@ refused.  16-bit Clip / Round / Sin follow neither this path nor the float64 tab
 off): 8-bit only.  Neg (65 of 2,560 off) and Reciprocal (5-66 of 256, near ties: an approximate
 reciprocal) follow neither: refused; so is PRelu (it depends on the producer: MEASURED.md).
 
+16-bit Sigmoid and Tanh read a measured curve on the HTP's own input grid, in the output encoding the QNN EP
+imposes (quant/htp_curve16.py); the other ops here are 8-bit only.
+
 Relu and Clip units are ops of their own only on a graph input's codes (measured on off-grid inputs:
 0 off); after other ops the HTP fuses them into the producer (``_require_graph_input``): refused."""
 from __future__ import annotations
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp
+from refinterp.quant import htp, htp_curve16
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, htp_kernel, require_8bit, shift_of
 
@@ -93,6 +96,8 @@ class HtpLutPlan:
 
 
 def _prepare(node, ctx) -> HtpLutPlan:
+    if node.op in htp_curve16.GRID and ctx.inputs[0] is not None and ctx.inputs[0].dtype in ("uint16", "int16"):
+        return _curve16_prepare(node, ctx)
     require_8bit(node, [ctx.inputs[0], ctx.outputs[0]])
     if node.op == "Relu":
         _require_graph_input(node)
@@ -123,6 +128,22 @@ def _prepare(node, ctx) -> HtpLutPlan:
                                  "where the HTP's rounding is not characterised")
     table = np.clip(np.floor(t + 0.5) + zy, lo, hi).astype(ctx.outputs[0].dtype)
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
+
+
+def _curve16_prepare(node, ctx) -> HtpLutPlan:
+    """16-bit Sigmoid / Tanh: the measured curve on the HTP's input grid, in the output encoding the QNN EP
+    imposes (quant/htp_curve16.py; passes/qdq_htp.py gives the output tensor that encoding)."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    if y is None or y.dtype != x.dtype:
+        raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
+    sx, zx = qparams(x, node, "X")
+    sy, zy = qparams(y, node, "Y")
+    enc = htp_curve16.ENCODING[node.op, x.dtype]
+    if (float(sy), zy) != (float(np.float32(enc[0])), enc[1]):
+        raise UnsupportedOpError(f"{where(node)}: the output encoding is not the QNN EP's fixed one for a 16-bit "
+                                 f"{node.op} (scale {enc[0]:g}, zero point {enc[1]}); run the fuse_qdq_htp pass")
+    table = htp_curve16.codes(node.op, x.dtype, float(sx), zx, where(node))
+    return HtpLutPlan(table, qrange(x.dtype)[0], x.dtype)
 
 
 def _f64(fn):
