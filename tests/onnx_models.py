@@ -84,6 +84,17 @@ def mobile_blocks(seed: int = 0) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def _strided_head(b: _Builder, h: str, name: str) -> ModelProto:
+    """16 x 16 x 16 features -> strided 1x1 conv to 4 channels, Flatten, Gemm to 10 logits; the model of a
+    [1, 3, 32, 32] "input"."""
+    h = b.op("Conv", [h, b.w("q_w", (4, 16, 1, 1)), b.w("q_b", (4,), 0.1)], strides=[2, 2])
+    f = b.op("Flatten", [h], axis=1)
+    b.op("Gemm", [f, b.w("fc_w", (10, 4 * 8 * 8)), b.w("fc_b", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model(name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def residual_blocks(seed: int = 3) -> ModelProto:
     """mobile_blocks without its pooling: strided conv + ReLU6, inverted residual (1x1 expand + ReLU,
     depthwise + ReLU, 1x1 project, residual Add), 1x1 conv, Flatten, Gemm -- ops the HTP runs on 16-bit
@@ -97,12 +108,7 @@ def residual_blocks(seed: int = 3) -> ModelProto:
     h = b.op("Relu", [b.op("Conv", [h, b.w("dw_w", (32, 1, 3, 3)), b.w("dw_b", (32,), 0.1)], group=32,
                            pads=[1, 1, 1, 1])])
     h = b.op("Add", [b.op("Conv", [h, b.w("p_w", (16, 32, 1, 1)), b.w("p_b", (16,), 0.1)]), r])
-    h = b.op("Conv", [h, b.w("q_w", (4, 16, 1, 1)), b.w("q_b", (4,), 0.1)], strides=[2, 2])
-    f = b.op("Flatten", [h], axis=1)
-    b.op("Gemm", [f, b.w("fc_w", (10, 4 * 8 * 8)), b.w("fc_b", (10,), 0.1)], transB=1)
-    b.nodes[-1].output[0] = "logits"
-    return b.model("residual_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+    return _strided_head(b, h, "residual_blocks")
 
 
 def gated_blocks(seed: int = 7) -> ModelProto:
@@ -120,12 +126,7 @@ def gated_blocks(seed: int = 7) -> ModelProto:
     s = b.op("Relu", [b.op("Conv", [s, b.w("se1_w", (4, 16, 1, 1)), b.w("se1_b", (4,), 0.1)])])
     s = b.op("Sigmoid", [b.op("Conv", [s, b.w("se2_w", (16, 4, 1, 1)), b.w("se2_b", (16,), 0.1)])])
     h = b.op("Mul", [h, s])
-    h = b.op("Conv", [h, b.w("q_w", (4, 16, 1, 1)), b.w("q_b", (4,), 0.1)], strides=[2, 2])
-    f = b.op("Flatten", [h], axis=1)
-    b.op("Gemm", [f, b.w("fc_w", (10, 4 * 8 * 8)), b.w("fc_b", (10,), 0.1)], transB=1)
-    b.nodes[-1].output[0] = "logits"
-    return b.model("gated_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+    return _strided_head(b, h, "gated_blocks")
 
 
 def pooled_unet(seed: int = 5, up: str = "resize") -> ModelProto:
