@@ -115,8 +115,9 @@ def test_curve16_output_feeds_other_ops(tmp_path, arch):
 
 
 def test_curve16_refusals(tmp_path):
-    """A multiplier on a rounding tie (G s 2^15 = 10000.5 +- 0.01), and x * Sigmoid(x) at 16 bits (measured: the
-    HTP computes it otherwise than the curve followed by the 16-bit Mul kernel, 149-369 codes of 4,096 off)."""
+    """A multiplier on a rounding tie (G s 2^15 = 10000.5 +- 0.01), x * Sigmoid(x) at 16 bits (measured: the HTP
+    computes it otherwise than the curve followed by the 16-bit Mul kernel, 149-369 codes of 4,096 off), and a
+    Reshape that requantizes from the imposed encoding, with a message that says why it requantizes."""
     s = float(F(10000.5 / (6144 * 2 ** 15)))
     m, _ = _unary_job("Sigmoid", "uint16", s, 32768, 1 / 65536, 0, np.arange(16))
     assert "rounding tie" in _refused(tmp_path, m, "qnn-htp-v73")
@@ -127,3 +128,12 @@ def test_curve16_refusals(tmp_path):
                + no2, i1 + io + io2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
                [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
     assert "uint16" in _refused(tmp_path, m, "qnn-htp-v73")
+    # a Reshape declaring the Sigmoid's own (calibrated) parameters: on the device it requantizes from the imposed
+    # encoding (MEASURED.md: neither the copy table nor a requantization of the Q15 value fits)
+    io, no = _qdq_out("f", "g", 1.5241644e-05, 0, "uint16")
+    io2, no2 = _qdq_out("r", "y", 1.5241644e-05, 0, "uint16")
+    m = _model(n1 + [helper.make_node("Sigmoid", ["x_d"], ["f"])] + no + [helper.make_node("Reshape", ["g_dq", "shp"], ["r"])]
+               + no2, i1 + io + io2 + [_init(np.array([1, 8, 8]), "shp", np.int64)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "imposes a 16-bit Sigmoid" in _refused(tmp_path, m, "qnn-htp-v73")

@@ -66,9 +66,12 @@ def require_measured_requant(node, t_in) -> None:
     (passes/qdq_htp.py ``_input_sources`` names the producer)."""
     kind = node.attrs.get("htp_input_from")
     if (kind, node.op) not in REQUANT_MEASURED.get(t_in.dtype, ()):
+        imposed = (" (the QNN EP imposes a 16-bit Sigmoid's / Tanh's output encoding, so the move requantizes "
+                   "from it even where the model declares the same parameters on both sides)"
+                   if kind in ("Sigmoid", "Tanh") and t_in.dtype in SIXTEEN_BIT else "")
         raise UnsupportedOpError(f"{where(node)}: a requantizing {t_in.dtype} {node.op} of codes made by "
                                  f"{'a graph input' if kind == 'input' else kind or 'an unknown op'}: the HTP "
-                                 "folds the requantization into the producer there, not characterised")
+                                 f"folds the requantization into the producer there, not characterised{imposed}")
 
 
 @dataclass(frozen=True)
