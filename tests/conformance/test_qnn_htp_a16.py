@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from refinterp.passes.qdq_htp import INPUT_FOLDS
-from refinterp.quant import htp_ops
+from refinterp.quant import htp_curve16, htp_ops
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model
 from tests.conformance.test_qnn_htp_ops import (MAIN, _check_many, _check_measured_or_refused, _conv_model,
@@ -133,7 +133,8 @@ def test_a16_mul(tmp_path, arch, act):
 @pytest.mark.parametrize("arch,act", A16)
 def test_a16_mul_by_constant(tmp_path, arch, act):
     """A 16-bit Mul by a one-element constant runs the two-tensor kernel after a graph input's QuantizeLinear
-    (every code, 4 constants) and after an Add (4 constants); after a Conv it is refused (measured to differ).
+    (every code, 4 constants), after an Add (4 constants) and after a 16-bit Sigmoid / Tanh (3 constants each, in
+    the encoding the QNN EP imposes on their outputs); after a Conv it is refused (measured to differ).
     The two-tensor kernel itself does not depend on the producers: a Conv's or an Add's output times the graph
     input (2 each)."""
     info = np.iinfo(act)
@@ -158,6 +159,11 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
             s_src = float(F(xs * 0.3))
             i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
             inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
+        elif producer in ("Sigmoid", "Tanh"):  # declared on random parameters: the QNN EP imposes its own
+            nodes.append(helper.make_node(producer, ["x_d"], ["p"]))
+            s_src = htp_curve16.ENCODING[producer, act][0]
+            i2, n2 = _qdq_out("p", "pq", float(F(rng.uniform(1e-5, 1e-4))), int(rng.integers(lo, hi + 1)), act)
+            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
         cs = float(F(rng.uniform(1e-4, 1e-3)))
         if two_tensor:  # times the graph input's codes
             nodes.append(helper.make_node("Mul", [src, "x_d"], ["m"]))
@@ -175,7 +181,7 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
         q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
         return m, {"x": ((q - xz) * F(xs)).astype(F)}
 
-    jobs = [job(p) for p in ("input", "Add") for _ in range(4)]
+    jobs = [job(p) for p in ("input", "Add") for _ in range(4)] + [job(p) for p in ("Sigmoid", "Tanh") for _ in range(3)]
     _check_many(tmp_path, jobs + [job(p, two_tensor=True) for p in ("Conv", "Add") for _ in range(2)], arch)
     assert "codes made by Conv" in _refused(tmp_path, job("Conv")[0], f"qnn-htp-v{arch}")
 

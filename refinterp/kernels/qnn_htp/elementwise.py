@@ -196,7 +196,9 @@ def _one_value(t, s, z) -> np.float32:
     return np.float32(np.float32(int(np.asarray(t.const).reshape(-1)[0]) - z) * np.float32(s))
 
 
-_MUL16_CONST_AFTER = {"input", "Add"}  # producers after which a 16-bit Mul by a constant is the two-tensor kernel
+# producers after which a 16-bit Mul by a constant is the two-tensor kernel (Sigmoid / Tanh: their curve codes in the
+# encoding the QNN EP imposes, quant/htp_curve16.py; test_a16_mul_by_constant)
+_MUL16_CONST_AFTER = {"input", "Add", "Sigmoid", "Tanh"}
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,8 @@ class HtpMul16Plan:
 def _mul16_prepare(node, ctx) -> HtpMul16Plan:
     """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py), whatever made the operands (measured after
     graph inputs, Conv, Add and MaxPool).  A one-element constant operand takes the same kernel after a graph
-    input's QuantizeLinear (every uint16 / int16 code at 6 constants each, v73) and after an Add, but not after
+    input's QuantizeLinear (every uint16 / int16 code at 6 constants each, v73), after an Add and after a 16-bit
+    Sigmoid / Tanh (16 constants by hand, v73, and the suite's 6 per arch and type), but not after
     a Conv or a MaxPool (2-895 codes in 1,024 off, v68 and v73; neither that kernel nor its range bias left out
     fits): refused there.  M >= 1/8 is not characterised."""
     kind = node.attrs.get("htp_input_from", "input")
