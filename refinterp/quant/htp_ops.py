@@ -76,9 +76,9 @@ Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)
 
 Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
 
-    p  = 14 - e                                 e: the binary exponent of M_1 + M_2 (frexp, so
-                                                (M_1 + M_2) * 2^p lies in [2^13, 2^14))
-    i_j = floor(M_j * 2^p + 1/2)                two multipliers on one common scale
+    p  = min(15, 14 - e)                        e: the binary exponent of M_1 + M_2 (frexp, so
+                                                (M_1 + M_2) * 2^p lies in [2^13, 2^14) up to p = 15)
+    i_j = M_j * 2^p rounded half to even        two multipliers on one common scale (``_mult``)
     K  = 256 * ceil((zp_y * 2^p + 2^(p-1) - zp_1 * i_1 - zp_2 * i_2) / 256 - 1/2)    ties down
     y  = clamp((q_1 * i_1 + q_2 * i_2 + K) >> p)        raw uint8 codes q_j; |sum| < 2^31
 
@@ -89,12 +89,13 @@ Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
     sets, every pair of codes: K 256 higher misses 556-1,660 codes, the lower one none).
     One code differs on an exact real-number tie with decimal scales (s 0.01 / 0.012 -> 0.14, zero
     points 3 / 5 -> 255: the pair (2, 0) is 254.5 exactly; the HTP gives 255, this rule 254): not
-    characterised, left as is (a sweep of 136 more sets with p 16..18 and zp_y 200..255: 0 differences).
+    characterised, left as is.  Below M_1 + M_2 = 1/4 p stays 15 (16 sets, M_1 + M_2 0.01 .. 0.23: 0 off; p
+    up to 20 missed 33-178 codes in 32,768 on 7 of 8); multiplier ties go to even (test_qnn_htp_ops.py).
 
 Add of 16-bit tensors (uint16 and int16 alike, raw codes; v68 and v73 identical), M_i = f32(s_i / s_y)::
 
     p  = 15 - e                                 e: the binary exponent of max(M_1, M_2)
-    i_j = floor(M_j * 2^p + 1/2)
+    i_j = M_j * 2^p rounded half to even        (ties: test_qnn_htp_a16.py)
     K  = zp_y * 2^p + 2^(p-1) - 2 * floor((zp_1 * i_1 + zp_2 * i_2) / 2)    the zero-point term even
     y  = clamp((q_1 * i_1 + q_2 * i_2 + K) >> p)
 
@@ -106,7 +107,7 @@ Add of 16-bit tensors (uint16 and int16 alike, raw codes; v68 and v73 identical)
 Sub (v68 and v73 identical), M_i = f32(s_i / s_y)::
 
     p  = min(15, 14 - e)                        e: the binary exponent of max(M_1, M_2)
-    i_j = floor(M_j * 2^p + 1/2)
+    i_j = M_j * 2^p rounded half to even
     K  = 256 * ceil((zp_y * 2^p + 2^(p-1) - zp_1 * i_1 + zp_2 * i_2) / 256 - 1/2)   ties down
     y  = clamp((q_1 * i_1 - q_2 * i_2 + K) >> p)
 
@@ -118,7 +119,7 @@ Sub (v68 and v73 identical), M_i = f32(s_i / s_y)::
 Sub of 16-bit tensors (uint16 and int16 alike; v68 and v73 identical), M_i = f32(s_i / s_y)::
 
     p  = min(16, 15 - e)                        e: the binary exponent of max(M_1, M_2)
-    i_j = floor(M_j * 2^p + 1/2)
+    i_j = M_j * 2^p rounded half to even
     K  = zp_y * 2^p + 2^(p-1) - 2 * floor((zp_1 * i_1 - zp_2 * i_2) / 2)    as Add's, i_2 negated
     y  = clamp((q_1 * i_1 - q_2 * i_2 + K) >> p)
 
@@ -158,22 +159,7 @@ mul_d32 kernel, with the HTP's own choice of shifts)::
     2, 4 and 1.0000001, every htp_arch: SIGABRT with "malloc(): unsorted double linked list
     corrupted", SIGSEGV, or an allocation past 24 GB); the rule above is unverified there, not refused.
 
-Mul by a constant with one element (a scalar or [1, 1, 1, 1] initializer) takes another kernel: a single
-15-bit multiplier on the zero-point-subtracted codes, A = f32(f32(s_1 b) / s_y) with b =
-f32((q_b - z_b) s_b) the constant's value::
-
-    p = 15 - e   (e: the binary exponent of A);  i = round(A 2^p);  f = 0 if e <= -8 else min(6, 7 - e)
-    v = ((q - z_1) i + 2^(p-f-1)) >> (p - f)       an intermediate on a 2^-f grid of the output
-    y = clamp(((v + 2^(f-1)) >> f) + z_y)          (f = 0: y = clamp(v + z_y))
-
-    Div by a positive one-element constant runs the same kernel with A = f32(f32(s_1 / b) / s_y)
-    (0 of 22,784 codes over 88 constants, v68 / v73, uint8 / int8).
-    Evidence: every code at 480 positive constants (A 1.8e-4 .. 16, v68 and v73): 0 of 122,880 differ;
-    one rounding at 2^-p (f = 0) differs on 0.35% of them, near ties, for e > -8.  A >= 16 (e >= 5)
-    and negative constants (and Div by a negative one) do not use this kernel but the HTP's float32
-    path of kernels/qnn_htp/elementwise.py (f32(x * c) or f32(x / c), times f32(1 / s_y), plus the
-    zero point, ties to even): 0 of 6,144 codes per arch and type differ; no 15 .. 31-bit form of this
-    kernel had fitted them (4 codes off at best).
+Mul by a constant with one element: another kernel, quant/htp_scale.py.
 """
 from __future__ import annotations
 
@@ -266,14 +252,19 @@ def dw_stride2_requant(acc_z: np.ndarray, p, i, qmin: int = 0, qmax: int = 255) 
     return np.clip(v >> p, qmin, qmax)
 
 
+def _mult(m: float, p: int) -> int:
+    """m 2^p (exact: m is float32) rounded half to even; half up misses 120-8,966 codes in 32,768 on ties."""
+    return round(m * 2.0 ** p)
+
+
 def add_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]:
     """(p, i1, i2, K) of the HTP's Add for real multipliers m_j = s_j / s_y and uint8 zero points."""
     if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
         raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
-    p = 14 - math.frexp(m1 + m2)[1]
+    p = min(15, 14 - math.frexp(m1 + m2)[1])  # capped: m1 + m2 below 1/4 keeps p = 15 (measured)
     if p < 9:
         raise ValueError(f"multipliers {m1!r} + {m2!r} >= 32 are outside the measured range")
-    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    i1, i2 = _mult(m1, p), _mult(m2, p)
     k = zy * 2 ** p + 2 ** (p - 1) - z1 * i1 - z2 * i2
     return p, i1, i2, 256 * ((k + 127) // 256)  # k / 256 to the nearest integer, ties down (Python ints)
 
@@ -285,19 +276,19 @@ def add16_params(m1: float, m2: float, z1: int, z2: int, zy: int) -> tuple[int, 
     p = 15 - math.frexp(max(m1, m2))[1]
     if not 12 <= p <= 24:
         raise ValueError(f"multipliers {m1!r}, {m2!r} are outside the measured range (p {p})")
-    i1, i2 = math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    i1, i2 = _mult(m1, p), _mult(m2, p)
     return p, i1, i2, zy * 2 ** p + 2 ** (p - 1) - 2 * ((z1 * i1 + z2 * i2) >> 1)
 
 
 def _sub_multipliers(m1: float, m2: float, cap: int) -> tuple[int, int, int]:
     """(p, i1, i2) of a Sub: p = min(cap, cap - 1 - e), e the binary exponent of max(m1, m2), and the two
-    multipliers rounded half up at 2^-p; p below cap - 4 (the larger multiplier >= 8) is not measured."""
+    multipliers rounded half to even at 2^-p; p below cap - 4 (the larger multiplier >= 8) is not measured."""
     if not (m1 > 0 and m2 > 0 and math.isfinite(m1 + m2)):
         raise ValueError(f"multipliers {m1!r}, {m2!r} are not positive finite numbers")
     p = min(cap, cap - 1 - math.frexp(max(m1, m2))[1])
     if p < cap - 4:
         raise ValueError(f"multiplier {max(m1, m2)!r} >= 8 is outside the measured range")
-    return p, math.floor(m1 * 2.0 ** p + 0.5), math.floor(m2 * 2.0 ** p + 0.5)
+    return p, _mult(m1, p), _mult(m2, p)
 
 
 def sub16_params(m1: float, m2: float, z1: int, z2: int, zy: int, shift: int) -> tuple[int, int, int, int]:
@@ -368,33 +359,3 @@ def mul_u8(q1: np.ndarray, q2: np.ndarray, z1: int, z2: int, zy: int, params: tu
     if r > 0:
         return np.clip(((((d * ps) >> 15) + adj) + (1 << (r - 1))) >> r, 0, 255)
     return np.clip(((((d * ps + (1 << 14)) >> 15) + adj) << -r) + zy, 0, 255)
-
-
-def scale_params(A: float) -> tuple[int, int, int]:
-    """(p, i, f) of the HTP's Mul by a one-element constant for A > 0 (module docstring)."""
-    if not (A > 0 and math.isfinite(A)):
-        raise ValueError(f"multiplier {A!r} is not positive: a Mul by a negative or zero constant is not "
-                         f"characterised")
-    e = math.frexp(A)[1]
-    if e >= 5:
-        raise ValueError(f"multiplier {A!r} >= 16 is outside the measured range")
-    p = 15 - e
-    return p, _round_half_up(A * 2.0 ** p), 0 if e <= -8 else min(6, 7 - e)
-
-
-def scale(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int, hi: int) -> np.ndarray:
-    """Zero-point-subtracted codes (|acc| <= 255) -> output codes (int64); acc * i < 2^24."""
-    p, i, f = params
-    s = p - f
-    v = (np.asarray(acc, np.int64) * i + (1 << (s - 1))) >> s
-    if f:
-        v = (v + (1 << (f - 1))) >> f
-    return np.clip(v + zy, lo, hi)
-
-
-def scale_single(acc: np.ndarray, params: tuple[int, int, int], zy: int, lo: int, hi: int) -> np.ndarray:
-    """The one-multiplier kernel with one rounding (the HTP's Mul / Div by a constant after a Conv-like
-    producer, kernels/qnn_htp/elementwise.py): floor(acc * i / 2^p + 1/2) + zy, ``scale_params``' p and i,
-    no second stage; |acc| <= 255 so acc * i < 2^24."""
-    p, i, _ = params
-    return np.clip(((np.asarray(acc, np.int64) * i + (1 << (p - 1))) >> p) + zy, lo, hi)

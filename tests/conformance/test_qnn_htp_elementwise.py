@@ -53,7 +53,7 @@ def test_mul_every_pair(tmp_path, arch, act):
 def test_mul_broadcast_and_constants(tmp_path, arch, act):
     """A per-channel activation over H x W, a constant per-channel vector and x * x take the two-tensor
     rule; a one-element constant (scalar or [1, 1, 1, 1], either side) the one-multiplier kernel
-    (htp_ops.scale_params), A from 1e-3 to 12 (negative constants and A >= 16: test_mul_div_constant_float_path);
+    (htp_scale.scale_params), A from 1e-3 to 12 (negative constants and A >= 16: test_mul_div_constant_float_path);
     a zero constant is refused at session creation."""
     info = np.iinfo(act)
     rng = np.random.default_rng(29 + int(arch) + (act == "int8"))
@@ -208,7 +208,7 @@ def test_silu_unit_every_code(tmp_path, arch, act):
 
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "int8")])
 def test_div_by_a_constant(tmp_path, arch, act):
-    """Div by a positive one-element constant runs Mul's one-multiplier kernel (htp_ops.scale_params with
+    """Div by a positive one-element constant runs Mul's one-multiplier kernel (htp_scale.scale_params with
     A = s_a / (b s_y)): every code at 8 constants (scalar and [1, 1]); a Div by a tensor is refused (a
     negative divisor: test_mul_div_constant_float_path)."""
     info = np.iinfo(act)

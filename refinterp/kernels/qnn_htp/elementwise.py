@@ -1,10 +1,11 @@
 """HTP element-wise Add, Sub and Mul on 8-bit activations, and Add / Sub / Mul of two 16-bit tensors
-(``htp_ops.add16_params`` / ``sub16_params``, ``htp_mul16``; constants and mixed types refused at 16 bits),
+(``htp_ops.add16_params`` / ``sub16_params``, ``htp_mul16``; an Add with a one-element constant is the two-tensor
+kernel, a Sub with one and mixed types are refused at 16 bits),
 v68 and v73 alike:
 refinterp/quant/htp_ops.py ``add_params`` / ``sub_params`` -- two multipliers on one scale (Add: that
 of M_1 + M_2; Sub: that of max(M_1, M_2), at most 2^15), an offset rounded to a multiple of 256, one
 truncating shift; Mul: ``mul_params`` / ``mul_u8`` (a 16-bit two-stage multiply after a range bias) or,
-by a one-element constant (and Div by one), ``scale_params`` / ``scale`` (one 15-bit multiplier); int8
+by a one-element constant (and Div by one), quant/htp_scale.py (one 15-bit multiplier); int8
 tensors computed as uint8 with every code moved by 128.
 
 Add / Sub with a one-element constant operand -- and Mul / Div by a negative one-element constant or
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refinterp.errors import UnsupportedOpError
-from refinterp.quant import htp, htp_mul16, htp_ops
+from refinterp.quant import htp, htp_mul16, htp_ops, htp_scale
 from ..tflite.common import qparams, qrange, where
 from .common import ARCHS, SIXTEEN_BIT, htp_kernel, require_8bit, shift_of
 
@@ -61,9 +62,11 @@ def _is_16bit(ctx) -> bool:
 
 
 def _add16_prepare(node, ctx, params_of=htp_ops.add16_params, sign: int = 1) -> HtpAddPlan:
-    """Add / Sub of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors", "Sub of 16-bit tensors"); a
-    one-element constant operand and mixed types are not characterised at 16 bits."""
-    if _const_operand(ctx) is not None:
+    """Add / Sub of two 16-bit tensors (htp_ops.py, "Add of 16-bit tensors", "Sub of 16-bit tensors").  An Add
+    with a one-element constant operand is the same kernel (either side; after graph inputs over every code, Conv,
+    Add, MaxPool, Sigmoid, Tanh: 76 sets at v73 and v68, 0 off); a Sub with one is not (1-2 codes in 65,536 off on
+    10 of 24 sets, the Add kernel on the mirrored constant likewise: MEASURED.md), nor are mixed types."""
+    if sign < 0 and _const_operand(ctx) is not None:
         raise UnsupportedOpError(f"{where(node)}: a 16-bit {node.op} with a one-element constant is not "
                                  "characterised on the HTP")
     return _prepare(node, ctx, params_of, sign, bits=16)
@@ -152,20 +155,20 @@ for _variant in ARCHS:
 @dataclass(frozen=True)
 class HtpMulPlan:
     z: tuple[int, int, int]            # uint8-domain zero points of A, B, C
-    params: tuple                      # htp_ops.mul_params, or htp_ops.scale_params for a constant
+    params: tuple                      # htp_ops.mul_params, or htp_scale.scale_params for a constant
     scalar: int | None                 # index of the one-element constant input (the scale kernel)
     shift: int
     lo: int
     hi: int
     dtype: str
-    single: bool = False               # the scale kernel with one rounding (``htp_ops.scale_single``)
+    single: bool = False               # the scale kernel with one rounding (``htp_scale.scale_single``)
 
 
 # Mul / Div by a positive one-element constant (0 < A < 16): the HTP picks the kernel by the op that made the
 # other operand's codes (passes/qdq_htp.py ``htp_input_from``), measured over every code at 24 constants per
 # producer and set (2-5 sets each over v68 / v73, uint8 / int8): ``scale_params``' 15-bit multiplier with two
-# roundings (``htp_ops.scale``) after a graph input's QuantizeLinear (on and off the input's grid), Add, Sub,
-# a two-tensor Mul and a uint8 MatMul; the same multiplier with one rounding (``htp_ops.scale_single``) after
+# roundings (``htp_scale.scale``) after a graph input's QuantizeLinear (on and off the input's grid), Add, Sub,
+# a two-tensor Mul and a uint8 MatMul; the same multiplier with one rounding (``htp_scale.scale_single``) after
 # Conv, ConvTranspose, AveragePool, MaxPool and an int8 MatMul; the float32 path after Sigmoid, Tanh,
 # HardSwish and GlobalAveragePool.  Each rule misses 1-49 codes in 256 on 5-21 of 24 constants after the
 # others' producers (one Tanh set: the one-rounding rule 1 off, the float32 path 0).  After any other op:
@@ -184,7 +187,7 @@ def _positive_constant(node, ctx, k: int, A: float, combine, z: tuple, sh: int, 
         return kind in group or (kind, dtype) in group
 
     if after(_SCALE_AFTER) or after(_SINGLE_AFTER):
-        return HtpMulPlan(z, htp_ops.scale_params(A), k, sh, lo, hi, dtype, single=after(_SINGLE_AFTER))
+        return HtpMulPlan(z, htp_scale.scale_params(A), k, sh, lo, hi, dtype, single=after(_SINGLE_AFTER))
     if after(_FLOAT_AFTER):
         return _float_path(node, ctx, k, combine)
     raise UnsupportedOpError(f"{where(node)}: a {node.op} by a constant of codes made by {kind}: the HTP's kernel "
@@ -266,7 +269,7 @@ def _mul_run(p, a, b):
     if p.scalar is not None:  # the other input's codes, broadcast to the output shape
         x, other = (b, a) if p.scalar == 0 else (a, b)
         x = np.broadcast_arrays(np.asarray(x), np.asarray(other))[0]
-        y = (htp_ops.scale_single if p.single else htp_ops.scale)(x.astype(np.int64) + p.shift - p.z[0], p.params,
+        y = (htp_scale.scale_single if p.single else htp_scale.scale)(x.astype(np.int64) + p.shift - p.z[0], p.params,
                                                                    p.z[2], 0, 255)
     else:
         y = htp_ops.mul_u8(np.asarray(a).astype(np.int64) + p.shift, np.asarray(b).astype(np.int64) + p.shift,
