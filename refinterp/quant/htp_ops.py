@@ -131,7 +131,8 @@ Sub of 16-bit tensors (uint16 and int16 alike; v68 and v73 identical), M_i = f32
     K_0 = z'_y 2^p - 2 floor((z'_1 i_1 - z'_2 i_2) / 2) must be below 2^31 -- at p = 16 every output is
     the lowest code from K_0 = 2^31 + 934 up (9 sets) and exact up to K_0 = 2^31 - 2,312 (12 sets);
     refused there (conservative below p = 16: K_0 up to 1.4 * 2^31 was exact at p = 15).  A negative
-    K_0 down to -1.9 * 2^31 is exact.
+    K_0 down to -1.9 * 2^31 is exact.  On uint16 K_0 + 32768 (i_2 - i_1) must fit too (all lowest codes from
+    there up: the boundary of one set found to a single zero-point step, the K_0 bound alone missing it).
 
 Mul of two tensors (v68 and v73 identical; int8 as uint8 moved by 128), M = f32(f32(s_1 s_2) / s_y) in
 float32.  A 16-bit multiply-and-shift in two stages, the operands first moved by a "range bias" so that
@@ -297,8 +298,10 @@ def sub16_params(m1: float, m2: float, z1: int, z2: int, zy: int, shift: int) ->
     offset must fit 32 bits."""
     p, i1, i2 = _sub_multipliers(m1, m2, 16)
     k0 = (zy + shift) * 2 ** p - 2 * (((z1 + shift) * i1 - (z2 + shift) * i2) >> 1)
-    if k0 >= 2 ** 31:
-        raise ValueError(f"the offset {k0} does not fit 32 bits (the HTP's outputs are then all the lowest code)")
+    # uint16: the offset on the raw codes too, K_0 + 32768 (i2 - i1) (measured: lowest codes from there up)
+    for k in (k0, k0 - shift * (i2 - i1)):
+        if k >= 2 ** 31:
+            raise ValueError(f"the offset {k} does not fit 32 bits (the HTP's outputs are then all the lowest code)")
     return p, i1, i2, zy * 2 ** p + 2 ** (p - 1) - 2 * ((z1 * i1 - z2 * i2) >> 1)
 
 

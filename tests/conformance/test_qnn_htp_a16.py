@@ -58,6 +58,13 @@ def test_a16_sub(tmp_path, arch, act):
     assert "does not fit 32 bits" in _refused(tmp_path, job[0], f"qnn-htp-v{arch}")
     (got,) = _htp_many(tmp_path, [job], arch)
     assert np.all(got["y"] == info.min), "finding: the HTP computed this Sub; the refusal is stale"
+    if act == "uint16":  # the offset on the raw codes, K_0 + 32768 (i_2 - i_1), crosses 2^31 from z_y = 50451 up
+        near = [_two_input_job(rng, "Sub", act, (float(F(2.0 ** -10 * 0.0085)), 65022), (33181 * 2.0 ** -27, 61776),
+                               (2.0 ** -10, zy), 1 << 12) for zy in (50450, 50451)]
+        _check_many(tmp_path, near[:1], arch)
+        assert "does not fit 32 bits" in _refused(tmp_path, near[1][0], f"qnn-htp-v{arch}")
+        (got,) = _htp_many(tmp_path, near[1:], arch)
+        assert np.all(got["y"] == 0), "finding: the HTP computed this Sub; the refusal is stale"
 
 
 def _two_input_job(rng, op, act, a, b, y, n, n_b=None):
