@@ -87,10 +87,10 @@ Add (v68 and v73 identical), M_i = f32(s_i / s_y)::
     and an exact offset were each refuted on the same data; the offset K is always a multiple of 256.
     Its tie (k / 256 = n + 1/2, one set in 256) goes down whatever the sign and parity (4 constructed
     sets, every pair of codes: K 256 higher misses 556-1,660 codes, the lower one none).
-    One code differs on an exact real-number tie with decimal scales (s 0.01 / 0.012 -> 0.14, zero
-    points 3 / 5 -> 255: the pair (2, 0) is 254.5 exactly; the HTP gives 255, this rule 254): not
-    characterised, left as is.  Below M_1 + M_2 = 1/4 p stays 15 (16 sets, M_1 + M_2 0.01 .. 0.23: 0 off; p
-    up to 20 missed 33-178 codes in 32,768 on 7 of 8); multiplier ties go to even (test_qnn_htp_ops.py).
+    Below M_1 + M_2 = 1/4 p stays 15 (16 sets, M_1 + M_2 0.01 .. 0.23: 0 off; p up to 20 missed 33-178 codes
+    in 32,768 on 7 of 8) -- which also settles the one code the uncapped rule had missed on an exact real-number
+    tie (s 0.01 / 0.012 -> 0.14, zero points 3 / 5 -> 255, M_1 + M_2 = 0.157: the pair (2, 0) is 254.5 exactly;
+    the HTP gives 255, as the capped rule does); multiplier ties go to even (test_qnn_htp_ops.py).
 
 Add of 16-bit tensors (uint16 and int16 alike, raw codes; v68 and v73 identical), M_i = f32(s_i / s_y)::
 
