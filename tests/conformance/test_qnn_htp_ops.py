@@ -388,10 +388,11 @@ def test_add_offset_ties(tmp_path, arch, act):
 
 
 @pytest.mark.parametrize("arch,act", ARCH_ACT)
-def test_add_sub_multiplier_ties_and_small_sums(tmp_path, arch, act):
+def test_add_sub_mul_multiplier_ties_and_small_sums(tmp_path, arch, act):
     """Add / Sub multipliers on a rounding tie go to even (M_2 2^15 = 9830.5: half up misses 120-126 of 32,768
-    random pairs on Sub), and an Add whose M_1 + M_2 is below 1/4 keeps p = 15 (uncapped p = 16 .. 20 missed
-    33-178 codes in 32,768 on 7 of 8 sets: a wrong answer before)."""
+    random pairs on Sub), so does the two-tensor Mul's ps (M 2^16 = 19660.5: half up 139-693 off), and an Add whose
+    M_1 + M_2 is below 1/4 keeps p = 15 (uncapped p = 16 .. 20 missed 33-178 codes in 32,768 on 7 of 8 sets):
+    wrong answers before."""
     info = np.iinfo(act)
     lo, hi = int(info.min), int(info.max)
     rng = np.random.default_rng(zlib.crc32(repr(("addties", act)).encode()))
@@ -410,6 +411,7 @@ def test_add_sub_multiplier_ties_and_small_sums(tmp_path, arch, act):
 
     ys = 2.0 ** -6
     jobs = [job(op, float(F(ys * 0.0085)), 19661 * 2.0 ** -16 * ys, ys) for op in ("Add", "Sub")]  # 9830.5
+    jobs.append(job("Mul", 2.0 ** -7, 39321 * 2.0 ** -17, 2.0 ** -7))  # Mul's ps = M 2^16 = 19660.5
     for ratio in (0.02, 0.08, 0.2):  # (s_1 + s_2) / s_y
         s1, s2 = (float(F(10 ** rng.uniform(-3, -1))) for _ in range(2))
         jobs.append(job("Add", s1, s2, float(F((s1 + s2) / ratio))))
