@@ -257,8 +257,8 @@ def _encoding_overrides(nodes: list[Node], tensors: dict) -> list[Node]:
     moved = {}
     for n in nodes:
         t = tensors.get(n.outputs[0]) if n.outputs else None
-        if (n.op in ("Sigmoid", "Tanh") and n.source_op.startswith("QDQ:") and t is not None
-                and (n.op, t.dtype) in ENCODING and t.quant is not None and t.quant.scale.size == 1):
+        if (t is not None and (n.op, t.dtype) in ENCODING and n.source_op.startswith("QDQ:")
+                and t.quant is not None and t.quant.scale.size == 1):
             scale, zp = ENCODING[n.op, t.dtype]
             tensors[t.name] = dataclasses.replace(t, quant=QuantParams(np.float32(scale), zp))
             moved[t.name] = (scale, zp, t.dtype)

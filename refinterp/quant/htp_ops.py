@@ -255,7 +255,8 @@ def dw_stride2_requant(acc_z: np.ndarray, p, i, qmin: int = 0, qmax: int = 255) 
 
 
 def _mult(m: float, p: int) -> int:
-    """m 2^p (exact: m is float32) rounded half to even; half up misses 120-8,966 codes in 32,768 on ties."""
+    """m 2^p (exact: m is float32) rounded half to even, the HTP's Add / Sub / Mul multipliers; half up misses
+    120-8,966 codes in 32,768 on ties."""
     return round(m * 2.0 ** p)
 
 
@@ -339,17 +340,17 @@ def mul_params(M: float, z1: int, z2: int, zy: int) -> tuple[int, int, int, int]
     rb = (((2 * z1 - 255) * (2 * z2 - 255) + 256) >> 9) * 256
     m, e = math.frexp(M)
     r = min(-e, 7)
-    if r > 0 and round(M * 2.0 ** (r + 15)) >= 1 << 15:
+    if r > 0 and _mult(M, r + 15) >= 1 << 15:
         r -= 1
     while r > 0:
-        ps = round(M * 2.0 ** (r + 15))
+        ps = _mult(M, r + 15)
         adj = ((rb * ps + (1 << 14)) >> 15) + (zy << r)
         if adj <= 32767:
             return rb, r, ps, adj
         r -= 1
     if r < 0 and m == 0.5:
         r += 1
-    ps = min(round(M * 2.0 ** (15 + r)), 32767)
+    ps = min(_mult(M, 15 + r), 32767)
     return rb, r, ps, (rb * ps + (1 << 14)) >> 15
 
 

@@ -83,6 +83,47 @@ def _two_input_job(rng, op, act, a, b, y, n, n_b=None):
     return m, {"a": ((qa - a[1]) * F(a[0])).astype(F), "b": ((qb - b[1]) * F(b[0])).astype(F)}
 
 
+def _after_producer(rng, act, producer, xs, xz):
+    """x -> Q/DQ (xs, xz), then ``producer`` ("input": none; Add of x and x, a 4-channel 1x1 Conv, a 2x2 MaxPool,
+    Sigmoid, Tanh) through its own Q/DQ: (initializers, nodes, the float tensor to read, its scale).  Sigmoid / Tanh
+    are declared on random parameters, which the QNN EP replaces (htp_curve16.ENCODING)."""
+    lo, hi = int(np.iinfo(act).min), int(np.iinfo(act).max)
+    inits, nodes = _qdq_in("x", xs, xz, act)
+    if producer == "input":
+        return inits, nodes, "x_d", xs
+    if producer == "Conv":
+        inits += [_init(rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8), "w", np.int8),
+                  _init(0.01, "ws", np.float32), _init(0, "wz", np.int8)]
+        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+                  helper.make_node("Conv", ["x_d", "wd"], ["p"])]
+        s_src, declared = float(F(xs * 0.3)), None
+    elif producer == "Add":
+        nodes.append(helper.make_node("Add", ["x_d", "x_d"], ["p"]))
+        s_src, declared = float(F(xs * rng.uniform(1.5, 3))), None
+    elif producer == "MaxPool":
+        nodes.append(helper.make_node("MaxPool", ["x_d"], ["p"], kernel_shape=[2, 2]))
+        s_src, declared = xs, (xs, xz)
+    else:
+        nodes.append(helper.make_node(producer, ["x_d"], ["p"]))
+        s_src = htp_curve16.ENCODING[producer, act][0]
+        declared = (float(F(rng.uniform(1e-5, 1e-4))), None)
+    sq, zq = declared or (s_src, None)
+    i2, n2 = _qdq_out("p", "pq", sq, int(rng.integers(lo, hi + 1)) if zq is None else zq, act)
+    return inits + i2, nodes + n2, "pq_dq", s_src
+
+
+def _feeding_job(rng, act, producer, xs, xz, inits, nodes, ys, yz):
+    """The model of ``nodes`` ending in a float "m", quantized onto (ys, yz); every code through a graph input,
+    random codes after other producers."""
+    lo, hi = int(np.iinfo(act).min), int(np.iinfo(act).max)
+    io, no = _qdq_out("m", "y", ys, yz, act)
+    shape = [1, 4, 128, 128] if producer == "input" else [1, 4, 16, 16]
+    m = _model(nodes + no, inits + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
+    return m, {"x": ((q - xz) * F(xs)).astype(F)}
+
+
 @pytest.mark.parametrize("arch,act", A16)
 def test_a16_mul(tmp_path, arch, act):
     """Mul of two 16-bit tensors (refinterp/quant/htp_mul16.py): multipliers M from 1e-8 to 0.12 (one in each
@@ -151,26 +192,7 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
     def job(producer, two_tensor=False):
         xs = float(F(rng.uniform(1e-4, 1e-3)))
         xz, cz, qc, yz = (int(rng.integers(lo, hi + 1)) for _ in range(4))
-        inits, nodes = _qdq_in("x", xs, xz, act)
-        src, s_src = "x_d", xs
-        if producer == "Add":
-            nodes.append(helper.make_node("Add", ["x_d", "x_d"], ["p"]))
-            s_src = float(F(xs * rng.uniform(1.5, 3)))
-            i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
-            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
-        elif producer == "Conv":
-            inits += [_init(rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8), "w", np.int8),
-                      _init(0.01, "ws", np.float32), _init(0, "wz", np.int8)]
-            nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
-                      helper.make_node("Conv", ["x_d", "wd"], ["p"])]
-            s_src = float(F(xs * 0.3))
-            i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)), act)
-            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
-        elif producer in ("Sigmoid", "Tanh"):  # declared on random parameters: the QNN EP imposes its own
-            nodes.append(helper.make_node(producer, ["x_d"], ["p"]))
-            s_src = htp_curve16.ENCODING[producer, act][0]
-            i2, n2 = _qdq_out("p", "pq", float(F(rng.uniform(1e-5, 1e-4))), int(rng.integers(lo, hi + 1)), act)
-            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
+        inits, nodes, src, s_src = _after_producer(rng, act, producer, xs, xz)
         cs = float(F(rng.uniform(1e-4, 1e-3)))
         if two_tensor:  # times the graph input's codes
             nodes.append(helper.make_node("Mul", [src, "x_d"], ["m"]))
@@ -181,12 +203,7 @@ def test_a16_mul_by_constant(tmp_path, arch, act):
             nodes += [helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kd"]),
                       helper.make_node("Mul", [src, "kd"], ["m"])]
             ys = float(F(s_src * max(abs(qc - cz), 1) * cs / 10 ** rng.uniform(-6, -2)))
-        io, no = _qdq_out("m", "y", ys, yz, act)
-        shape = [1, 4, 128, 128] if producer == "input" else [1, 4, 16, 16]
-        m = _model(nodes + no, inits + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-        q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
-        return m, {"x": ((q - xz) * F(xs)).astype(F)}
+        return _feeding_job(rng, act, producer, xs, xz, inits, nodes, ys, yz)
 
     jobs = [job(p) for p in ("input", "Add") for _ in range(4)] + [job(p) for p in ("Sigmoid", "Tanh") for _ in range(3)]
     _check_many(tmp_path, jobs + [job(p, two_tensor=True) for p in ("Conv", "Add") for _ in range(2)], arch)
@@ -233,36 +250,15 @@ def test_a16_add_and_sub_with_a_constant(tmp_path, arch, act):
 
     def job(producer, first, op="Add"):
         xs, xz = float(F(10 ** rng.uniform(-4, -3))), int(rng.integers(lo, hi + 1))
-        inits, nodes = _qdq_in("x", xs, xz, act)
-        src, s_src = "x_d", xs
-        if producer != "input":
-            s_src, z_src = {"Conv": (xs * 0.3, None), "Add": (xs * 2.2, None), "MaxPool": (xs, xz)}.get(
-                producer, htp_curve16.ENCODING.get((producer, act), (None, None)))
-            if producer == "Conv":
-                inits += [_init(rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8), "w", np.int8),
-                          _init(0.01, "ws", np.float32), _init(0, "wz", np.int8)]
-                nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
-                          helper.make_node("Conv", ["x_d", "wd"], ["p"])]
-            else:
-                ins = ["x_d", "x_d"] if producer == "Add" else ["x_d"]
-                attrs = {"kernel_shape": [2, 2]} if producer == "MaxPool" else {}
-                nodes.append(helper.make_node(producer, ins, ["p"], **attrs))
-            s_src = float(F(s_src))
-            i2, n2 = _qdq_out("p", "pq", s_src, int(rng.integers(lo, hi + 1)) if z_src is None else z_src, act)
-            inits, nodes, src = inits + i2, nodes + n2, "pq_dq"
+        inits, nodes, src, s_src = _after_producer(rng, act, producer, xs, xz)
         cq, cz = int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))
         cs = float(F(s_src * 10 ** rng.uniform(-1, 1) * 30000 / max(abs(cq - cz), 1)))
         inits += [_init(np.array(cq), "k", getattr(np, act)), _init(cs, "ks", np.float32),
                   _init(cz, "kz", getattr(np, act))]
         nodes += [helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kd"]),
                   helper.make_node(op, ["kd", src] if first else [src, "kd"], ["m"])]
-        io, no = _qdq_out("m", "y", float(F(max(s_src, cs) * 10 ** rng.uniform(0, 0.6))),
-                          int(rng.integers(lo, hi + 1)), act)
-        shape = [1, 4, 128, 128] if producer == "input" else [1, 4, 32, 32]
-        m = _model(nodes + no, inits + io, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                   [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
-        q = np.arange(lo, hi + 1).reshape(shape) if producer == "input" else rng.integers(lo, hi + 1, shape)
-        return m, {"x": ((q - xz) * F(xs)).astype(F)}
+        return _feeding_job(rng, act, producer, xs, xz, inits, nodes,
+                            float(F(max(s_src, cs) * 10 ** rng.uniform(0, 0.6))), int(rng.integers(lo, hi + 1)))
 
     jobs = [job(p, first) for p in ("input", "Conv", "Add", "MaxPool", "Sigmoid", "Tanh") for first in (False, True)]
     _check_many(tmp_path, jobs, arch)
