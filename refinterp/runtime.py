@@ -18,6 +18,7 @@ from .schemes import Scheme
 from .control_flow import CONTROL_OPS, RUNNERS, prepare_control
 from .state import STATE_OPS, SessionState, prepare_state, run_state
 from .settings import run_pools
+from . import unmodelled as _stub
 
 Hook = Callable[[Node, dict[str, np.ndarray]], None]
 
@@ -47,7 +48,7 @@ class Session:
     outputs.
     """
 
-    def __init__(self, model: Graph | str, scheme: str | Scheme = "float32", *,
+    def __init__(self, model: Graph | str, scheme: str | Scheme = "float32", *, unmodelled: bool = False,
                  _state: SessionState | None = None) -> None:
         if isinstance(model, str):
             from .loaders import load
@@ -61,7 +62,10 @@ class Session:
             from .passes import apply_passes
 
             self.graph = apply_passes(self.graph, self.scheme.data["graph_passes"])
-        self.steps: list[Step] = [self._resolve(n) for n in self.graph.nodes]
+        # node name -> the scheme's refusal, for the stubs of ``unmodelled=True`` (refinterp/unmodelled.py)
+        self.unmodelled: dict[str, str] = {}
+        self.steps: list[Step] = [self._resolve_or_stub(n) if unmodelled else self._resolve(n)
+                                  for n in self.graph.nodes]
         check_float_outputs(self.steps, self.graph)
         self._last_use = self._compute_last_use()
         self.timings: dict[str, float] = {}
@@ -69,6 +73,14 @@ class Session:
     # -- preparation -------------------------------------------------------------------------
     def _info(self, name: str) -> TensorInfo | None:
         return self.graph.tensors.get(name) if name else None
+
+    def _resolve_or_stub(self, node: Node) -> Step:
+        try:
+            return self._resolve(node)
+        except UnsupportedOpError as e:
+            self.unmodelled[node.name] = e.message
+            return Step(node, _stub.stub_kernel(node), _stub.UnmodelledPlan(e.message), {},
+                        (False,) * len(node.inputs), None)
 
     def _resolve(self, node: Node, scheme: Scheme | None = None) -> Step:
         if node.op in STATE_OPS:  # variables: Session state
@@ -168,19 +180,19 @@ class Session:
         return out
 
     def run(self, feeds: Mapping[str, Any], capture: str | Iterable[str] | None = None,
-            hook: Hook | None = None, timing: bool = False) -> dict[str, np.ndarray]:
+            hook: Hook | None = None, timing: bool = False,
+            anchors: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """``anchors``: values (stored form) for the outputs of the nodes this scheme does not model
+        (``unmodelled=True``); the nodes after them run on these."""
         with run_pools():  # BLAS threads for refinterp's own calls only (settings.run_pools)
-            return self._run(feeds, capture, hook, timing)
+            return self._run_checked(self.check_feeds(feeds), capture, hook, timing, anchors)
 
     def run_values(self, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run on ready values (no feed checks), keyed by name: a control-flow body's inputs plus the
         outer-scope values it reads.  Returns ``{output name: array}``."""
         return self._run_checked(dict(values), None, None, False)
 
-    def _run(self, feeds, capture, hook, timing) -> dict[str, np.ndarray]:
-        return self._run_checked(self.check_feeds(feeds), capture, hook, timing)
-
-    def _run_checked(self, values, capture, hook, timing) -> dict[str, np.ndarray]:
+    def _run_checked(self, values, capture, hook, timing, anchors=None) -> dict[str, np.ndarray]:
         variables = self.graph.metadata.get("variable_tensors") or {}
         for var in variables:  # TFLite variable tensors: their value carried from the last run
             if var not in values:
@@ -197,8 +209,11 @@ class Session:
         for name in keep & values.keys():
             result[name] = values[name]
         for idx, st in enumerate(self.steps):
-            produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
-                                             enumerate(st.node.inputs)], timing)
+            if anchors is not None and _stub.is_stub(st):
+                produced = _stub.anchored(st, anchors, self.graph.path, self._last_use)
+            else:
+                produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
+                                                 enumerate(st.node.inputs)], timing)
             values.update(produced)
             if keep_all:
                 result.update(produced)

@@ -56,7 +56,10 @@ def run(args) -> int:
     from .. import Session, load
 
     g = load(args.model)
-    sess = Session(g, scheme=args.scheme) if args.scheme else None
+    # under a scheme: its graph (after its passes), every node's plan, and the nodes it does not model
+    sess = Session(g, scheme=args.scheme, unmodelled=True) if args.scheme else None
+    if sess is not None:
+        g = sess.graph
     if args.json:
         doc = {"model": g.path, "format": g.format, "inputs": g.inputs, "outputs": g.outputs, "nodes": []}
         for i, n in enumerate(g.nodes):
@@ -67,6 +70,8 @@ def run(args) -> int:
                 e["variant"] = st.kernel.variant
                 e["plan"] = describe_plan(st.plan)
             doc["nodes"].append(e)
+        if sess:
+            doc["unmodelled"] = dict(sess.unmodelled)
         print(json.dumps(doc, indent=1, default=str))
         return 0
     from rich.console import Console
@@ -93,4 +98,8 @@ def run(args) -> int:
             row += [st.kernel.variant, "\n".join(f"{k}: {v}" for k, v in plan.items())]
         t.add_row(*row)
     con.print(t)
+    if sess is not None and sess.unmodelled:
+        con.print(f"[yellow]{len(sess.unmodelled)} node(s) not modelled under {sess.scheme.name}:[/]")
+        for name, why in sess.unmodelled.items():
+            con.print(f"  {name}: {why}", markup=False, highlight=False)
     return 0

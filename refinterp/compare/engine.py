@@ -23,7 +23,7 @@ from . import metrics as M
 from .align import fit_shape, match_names, model_layout
 from .convert import is_int, lsb_error, same_quant, to_real, to_stored
 from .policy import EXACT_OPS, Policy
-from .result import DIVERGED, EXACT, MISSING, UNALIGNED, WITHIN, DiffResult, TensorResult
+from .result import DIVERGED, EXACT, MISSING, UNALIGNED, UNMODELLED, WITHIN, DiffResult, TensorResult
 from .unwritten import unwritten_masks
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -156,6 +156,24 @@ class _Alignment:
             args.append(to_stored(dv, self.dev_qp[name], info))
         return args
 
+    def anchors(self, session: Session, si: int) -> dict[str, np.ndarray]:
+        """The device's values (stored form) of the outputs of the nodes the scheme does not model."""
+        out: dict[str, np.ndarray] = {}
+        for st in session.steps:
+            if st.node.name not in session.unmodelled:
+                continue
+            for o in st.node.outputs:
+                info = self.graph.tensors.get(o) if o else None
+                if info is None or o not in self.nm.pairs:
+                    continue
+                if o not in self.aligned and o not in self.unaligned:  # before the run: the model's shape
+                    static = info.shape is not None and all(d is not None and d >= 0 for d in info.shape)
+                    self.align(o, tuple(info.shape) if static else tuple(self.dump_tensor(o).data.shape))
+                dv = self.device(o, si)
+                if dv is not None:
+                    out[o] = to_stored(dv, self.dev_qp[o], info)
+        return out
+
 
 class _Tally:
     """Per-tensor accumulators (whole-model and local re-run) and the progress count."""
@@ -176,7 +194,7 @@ class Differ:
     def __init__(self, graph: Graph, scheme: str = "float32", policy: Policy | None = None,
                  mapping: dict[str, str | None] | None = None) -> None:
         self.graph = graph
-        self.session = Session(graph, scheme)
+        self.session = Session(graph, scheme, unmodelled=True)
         self.policy = policy or Policy()
         self.mapping = mapping
         self.keep_reference = False  # keep every sample's reference tensors (for exports)
@@ -243,7 +261,7 @@ class Differ:
 
     def _compare_run(self, si: int, feed, order: list[str], al: "_Alignment", tally: "_Tally") -> None:
         """Run the whole model on sample ``si`` and accumulate reference vs device per tensor."""
-        ref = self.session.run(feed, capture="all")
+        ref = self.session.run(feed, capture="all", anchors=al.anchors(self.session, si))
         if self.keep_reference:
             self.reference_samples.append(ref)
         if si == 0:  # tensors whose shape only the run tells
@@ -251,9 +269,10 @@ class Differ:
                 if name in al.nm.pairs and name not in al.aligned and name not in al.unaligned and name in ref:
                     al.align(name, tuple(np.shape(ref[name])))
         tally.tick(force=True)
+        anchored = self._anchored_names()
         for name in order:
             dv = al.device(name, si)
-            if dv is not None and name in ref:
+            if dv is not None and name in ref and name not in anchored:
                 tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv),
                                                        skip=self.unwritten.get(name))
 
@@ -263,7 +282,7 @@ class Differ:
         for idx, st in enumerate(sess.steps):
             tally.tick(force=idx % 16 == 0)
             outs = [o for o in st.node.outputs if al.device(o, si) is not None]
-            if not outs:
+            if not outs or st.node.name in sess.unmodelled:
                 continue
             args = al.device_inputs(st.node, si)
             if args is None:
@@ -290,6 +309,11 @@ class Differ:
                                 al.unaligned, al.notes, tally.local_fail) for name in order]
         for name in al.nm.ambiguous:
             notes.append(f"ambiguous name match for '{name}' (several candidates); use --mapping")
+        un = self.session.unmodelled
+        if un:
+            notes.append(f"{len(un)} node(s) not modelled under {self.session.scheme.name} ({', '.join(list(un)[:4])}"
+                         f"{' ...' if len(un) > 4 else ''}): not compared; the nodes after them ran on the "
+                         f"device's values")
         explained = None
         if self.explain:
             from .explain import explain
@@ -305,6 +329,11 @@ class Differ:
             num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
             dump_only=al.nm.dump_only, ambiguous=al.nm.ambiguous, input_checks=input_checks, notes=notes,
             explanation=explained)
+
+    def _anchored_names(self) -> dict[str, str]:
+        """Output tensor -> the scheme's refusal of its (unmodelled) producer."""
+        un = self.session.unmodelled
+        return {o: un[st.node.name] for st in self.session.steps if st.node.name in un for o in st.node.outputs if o}
 
     # -- verdicts ---------------------------------------------------------------------------
     def _verdict(self, name: str, info: TensorInfo | None, a: _Acc, m: M.Metrics,
@@ -340,6 +369,13 @@ class Differ:
         tr.notes = list(align_notes.get(name, []))
         if name in unaligned:
             tr.status = UNALIGNED
+            return tr
+        refusal = self._anchored_names().get(name)
+        if refusal is not None:
+            tr.status = UNMODELLED
+            tr.notes.append(f"not modelled under {self.session.scheme.name} ({refusal}); the nodes after it "
+                            f"ran on the device's values of this tensor" if name in nm.pairs else
+                            f"not modelled under {self.session.scheme.name} ({refusal})")
             return tr
         a = acc.get(name)
         if a is None:

@@ -64,6 +64,8 @@ class Explanation:
     # built-in schemes tied with ``best`` on every evidence key (exact tensors and mismatching elements);
     # only the preference tie-breaks (diff scheme, status, per-op settings, name) chose ``best`` over them
     equally_explained_by: list[str] = field(default_factory=list)
+    # name -> (atol, rtol): the diff's float tolerance, under which float tensors count as reproduced
+    float_tol: Any = None
 
     def to_json(self) -> dict[str, Any]:
         elements = {t: s.elements for r in self.schemes.values() for t, s in r.scores.items() if s is not None}
@@ -105,8 +107,11 @@ def _scheme_run(scheme: Scheme, differ, aligned, dev_qp, nsamples, cases_cache, 
     if scheme.name == base.scheme.name and scheme.path == base.scheme.path:
         sess = base
     else:
-        try:
-            sess = Session(differ.graph, scheme)
+        try:  # nodes the scheme does not model are stubs: their cases score as not reproduced
+            sess = Session(differ.graph, scheme, unmodelled=True)
+            if sess.unmodelled:
+                note = (f"{len(sess.unmodelled)} node(s) not modelled: "
+                        f"{'; '.join(str(r).splitlines()[0][:120] for r in list(sess.unmodelled.values())[:2])}")
         except RefinterpError as e:
             sess, partial = base, True
             note = f"whole-model session failed ({str(e).splitlines()[0][:160]}); nodes prepared one by one"
@@ -212,7 +217,8 @@ def explain(differ, aligned, dev_qp, nsamples: int, input_checks: list[dict[str,
                 "preprocessing": c.get("candidates", [])})
     unexplained = _unexplained(per_tensor, runs.get(best) if best else None)
     return Explanation(runs, builtin_names, best, TIE_BREAK, cases, knobs, per_tensor, unexplained,
-                       [dict(c) for c in input_checks], notes, equally_explained_by=tied)
+                       [dict(c) for c in input_checks], notes, equally_explained_by=tied,
+                       float_tol=differ.policy.float_for)
 
 
 def _per_tensor(runs, best, cases, knobs) -> dict[str, dict[str, Any]]:

@@ -57,7 +57,9 @@ def summary_lines(res: DiffResult) -> list[str]:
         lines.append(f"suggested scheme written to {s['path']}: extends {s['extends']}, per-op overrides "
                      f"{', '.join(s['ops']) or 'none'}, per-node overrides {len(s['nodes'])}; "
                      + ("reproduces every explained tensor" if s.get("verified") else
-                        f"NOT verified ({s.get('error') or ', '.join(s.get('not_reproduced', [])[:5])})"))
+                        f"NOT verified ({s.get('error') or ', '.join(s.get('not_reproduced', [])[:5])})")
+                     + (f"; it does not model {len(s['unmodelled'])} node(s): {', '.join(s['unmodelled'][:5])}"
+                        if s.get("unmodelled") else ""))
     for n in ex.get("notes", []):
         lines.append(f"note: {n}")
     return lines

@@ -11,7 +11,7 @@ from .result import DiffResult, TensorResult
 _CSS = """body{font:13px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 td.l,th.l{text-align:left}tr.diverged{background:#fde0dc}tr.first{outline:2px solid #c62828}
-tr.missing,tr.unaligned{color:#888}.stamp{background:#f4f4f4;padding:.5em;border-radius:4px}
+tr.missing,tr.unaligned{color:#888}tr.unmodelled{color:#a60}.stamp{background:#f4f4f4;padding:.5em;border-radius:4px}
 .ok{color:#2e7d32}.bad{color:#c62828}"""
 
 

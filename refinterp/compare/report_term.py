@@ -1,12 +1,12 @@
 """Terminal report (rich): stamp, verdict, input checks and a table of the tensors that matter.
 
-Long models: every diverged / unaligned tensor plus a few rows around the first divergence are
+Long models: every diverged / unaligned / unmodelled tensor plus a few rows around the first divergence are
 shown; the rest are summarised in the count line (the JSON/HTML reports hold every tensor)."""
 from __future__ import annotations
 
 import math
 
-from .result import DIVERGED, PASSING, UNALIGNED, DiffResult
+from .result import DIVERGED, PASSING, UNALIGNED, UNMODELLED, DiffResult
 
 MAX_ROWS = 60
 
@@ -67,7 +67,7 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
     rows = list(enumerate(res.tensors))
     fd = res.first_divergence
     if len(rows) > max_rows:
-        keep = {i for i, t in rows if t.status in (DIVERGED, UNALIGNED) and t.cause != "inherited"}
+        keep = {i for i, t in rows if t.status in (DIVERGED, UNALIGNED, UNMODELLED) and t.cause != "inherited"}
         if fd is not None:
             k = res.tensors.index(fd)
             keep |= set(range(max(0, k - 3), min(len(rows), k + 4)))
@@ -84,7 +84,8 @@ def print_report(res: DiffResult, console=None, max_rows: int = MAX_ROWS) -> Non
         t.add_column(c, no_wrap=True)
     for i, r in rows:
         m, lm = r.metrics, r.local
-        style = "red" if r.status == DIVERGED else ("dim" if r.status not in PASSING else None)
+        style = ("red" if r.status == DIVERGED else "yellow" if r.status == UNMODELLED else
+                 "dim" if r.status not in PASSING else None)
         t.add_row(str(i), _short(r.name), r.op, r.status + (f" ({r.cause})" if r.cause else ""),
                   _pct(m.exact_fraction if m else None),
                   _f(m.max_abs_lsb if m else None), _f(m.max_abs_error if m else None),

@@ -33,7 +33,7 @@ def suggest(expl: Explanation) -> dict[str, Any]:
     if expl.best is None:
         return {"ops": {}, "nodes": {}, "fixes": []}
     br = expl.schemes[expl.best]
-    runner = Runner(br.session)
+    runner = Runner(br.session, expl.float_tol)
     failing: dict[str, list] = {}
     for case in expl.cases:
         if case.node in expl.knobs:
@@ -88,19 +88,20 @@ def scheme_yaml(expl: Explanation, name: str, sugg: dict[str, Any], dump_path: s
 
 
 def verify(expl: Explanation, path: str | Path) -> dict[str, Any]:
-    """Load the written file and re-run every case under it."""
+    """Load the written file and re-run every case under it (nodes it does not model: stubs, their
+    explained cases count as not reproduced; listed under ``unmodelled``)."""
     try:
         scheme = load_checked(str(path))
-        sess = Session(expl.schemes[expl.best].session.graph, scheme)
+        sess = Session(expl.schemes[expl.best].session.graph, scheme, unmodelled=True)
     except RefinterpError as e:
-        return {"verified": False, "error": str(e).splitlines()[0][:200], "not_reproduced": []}
-    runner = Runner(sess)
+        return {"verified": False, "error": str(e).splitlines()[0][:200], "not_reproduced": [], "unmodelled": []}
+    runner = Runner(sess, expl.float_tol)
     missed = []
     for c in expl.cases:
         want = [o for o in c.outs if expl.per_tensor.get(o, {}).get("explained")]
         if want and not _exact(runner.run(c), want):
             missed.append(c.node)
-    return {"verified": not missed, "not_reproduced": missed}
+    return {"verified": not missed, "not_reproduced": missed, "unmodelled": sorted(sess.unmodelled)}
 
 
 def write_scheme(expl: Explanation, out: str | Path, dump_path: str | None = None) -> dict[str, Any]:

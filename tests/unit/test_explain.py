@@ -162,9 +162,9 @@ def test_explain_costs_one_session_per_scheme(tmp_path, monkeypatch):
     built = []
     real = ex.Session
 
-    def counting(graph, scheme):
+    def counting(graph, scheme, **kw):
         built.append(getattr(scheme, "name", scheme))
-        return real(graph, scheme)
+        return real(graph, scheme, **kw)
 
     monkeypatch.setattr(ex, "Session", counting)
     g = load(ZOO)
