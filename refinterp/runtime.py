@@ -45,7 +45,8 @@ class Session:
     ``Session(model, scheme="float32")`` resolves every node to a kernel variant and a plan.
     ``run(feeds)`` returns ``{output name: array}``; ``run(feeds, capture="all")`` every tensor
     (graph inputs and every node output, in execution order); ``capture=[names]`` those plus the
-    outputs.
+    outputs.  ``unmodelled=True``: nodes the scheme refuses become stubs (``self.unmodelled``) whose
+    outputs ``run(..., anchors=...)`` takes as given (refinterp/unmodelled.py; ``diff`` gives the device's).
     """
 
     def __init__(self, model: Graph | str, scheme: str | Scheme = "float32", *, unmodelled: bool = False,

@@ -200,6 +200,7 @@ class Differ:
         self.keep_reference = False  # keep every sample's reference tensors (for exports)
         self.explain = False  # also run ``--explain`` (compare.explain); its object is kept in ``explanation``
         self.explanation = None
+        self._anchored: dict[str, str] = {}  # stub output -> the scheme's refusal (set by run)
         self.reference_samples: list[dict[str, np.ndarray]] = []
         self.unwritten = unwritten_masks(graph)  # elements the runtime leaves as the arena held them
 
@@ -220,6 +221,7 @@ class Differ:
         """Match the dump's tensors to the model's, choose the input samples, then per sample run
         the model (accumulated error) and re-run each node on the device's inputs (local error)."""
         order = self._order()
+        self._anchored = self._anchored_names()
         al = _Alignment(self.graph, dump, self._match(dump, order))
         for name in self.graph.inputs:
             if name in al.nm.pairs:
@@ -269,10 +271,9 @@ class Differ:
                 if name in al.nm.pairs and name not in al.aligned and name not in al.unaligned and name in ref:
                     al.align(name, tuple(np.shape(ref[name])))
         tally.tick(force=True)
-        anchored = self._anchored_names()
         for name in order:
             dv = al.device(name, si)
-            if dv is not None and name in ref and name not in anchored:
+            if dv is not None and name in ref and name not in self._anchored:
                 tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv),
                                                        skip=self.unwritten.get(name))
 
@@ -370,7 +371,7 @@ class Differ:
         if name in unaligned:
             tr.status = UNALIGNED
             return tr
-        refusal = self._anchored_names().get(name)
+        refusal = self._anchored.get(name)
         if refusal is not None:
             tr.status = UNMODELLED
             tr.notes.append(f"not modelled under {self.session.scheme.name} ({refusal}); the nodes after it "
