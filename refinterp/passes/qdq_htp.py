@@ -209,8 +209,31 @@ def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
         if n.op in _BY_PRODUCER and n.inputs and n.source_op.startswith("QDQ:"):
             x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
             n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors)))
+        elif n.op == "MatMul" and n.source_op.startswith("QDQ:") and all(
+                i in tensors and tensors[i].const is None for i in n.inputs[:2]):
+            origins = tuple(_origin(i, producer, tensors) for i in n.inputs[:2])
+            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_operands_from=origins))
         out.append(n)
     return out
+
+
+# data movement that hands its input codes on unchanged when its parameters are its input's
+_COPIES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "DepthToSpace",
+           "SpaceToDepth", "Tile", "Expand")
+
+
+def _origin(name: str, producer: dict, tensors: dict) -> str:
+    """``_producer_kind`` of the op that made a tensor's codes, looking through copies (a MatMul of two
+    activations: the HTP reads an operand made by a compute op otherwise than its stored codes)."""
+    p = producer.get(name)
+    while p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors:
+        src, dst = tensors[p.inputs[0]].quant, tensors[name].quant
+        if src is None or dst is None or not (np.array_equal(src.scale, dst.scale)
+                                              and np.array_equal(src.zero_point, dst.zero_point)):
+            break
+        name = p.inputs[0]
+        p = producer.get(name)
+    return _producer_kind(p, tensors)
 
 
 # requantizing data movement the HTP folds into a graph input's QuantizeLinear: the float input clamped to

@@ -81,3 +81,58 @@ def test_matmul_of_two_activations_refusals(tmp_path):
     rng = np.random.default_rng(5)
     m, _ = _mm_job(rng, "uint16", (8, 16), (16, 8))
     assert "8-bit operands" in _refused(tmp_path, m, "qnn-htp-v73")
+
+
+SY = float(F(0.034 * 0.0343 * np.sqrt(8) * 40))
+
+
+def _matmul_of(a_src, b_src, nodes, inits, ins):
+    io, no = _qdq_out("m", "y", SY, 131, np.uint8)
+    return _model(nodes + [helper.make_node("MatMul", [a_src, b_src], ["m"])] + no, inits + io,
+                  [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in ins],
+                  [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+
+
+def _add_then_matmul(rng, transpose: bool):
+    """A (graph input) @ B, B = Add(u, v) through its QuantizeLinear (``transpose``: made [N, K] and handed on by
+    a same-parameter Transpose, as attention's K^T), u + v reaching past both ends of B's uint8 range."""
+    act, K, N = np.uint8, 8, 16
+    i1, n1 = _qdq_in("a", 0.034, 139, act)
+    iu, nu = _qdq_in("u", 0.03, 128, act)
+    iv, nv = _qdq_in("v", 0.02, 128, act)
+    ib, nb = _qdq_out("s", "b", 0.0343, 134, act)
+    nodes, inits = n1 + nu + nv + [helper.make_node("Add", ["u_d", "v_d"], ["s"])] + nb, i1 + iu + iv + ib
+    src, shape = "b_dq", [K, N]
+    if transpose:
+        nodes += [helper.make_node("Transpose", ["b_dq"], ["bt"], perm=[1, 0]),
+                  helper.make_node("QuantizeLinear", ["bt", "b_s", "b_z"], ["bt_q"]),
+                  helper.make_node("DequantizeLinear", ["bt_q", "b_s", "b_z"], ["bt_d"])]
+        src, shape = "bt_d", [N, K]
+    m = _matmul_of("a_d", src, nodes, inits, (("a", [16, K]), ("u", shape), ("v", shape)))
+    return m, {"a": rng.uniform(-3, 3, (16, K)).astype(F), "u": rng.uniform(-3, 3, shape).astype(F),
+               "v": rng.uniform(-3, 3, shape).astype(F)}
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_matmul_of_two_activations_after_a_compute_op_is_refused(tmp_path, transpose):
+    """The rule is measured with operands from graph inputs.  With B made by an Add (through a Transpose or not)
+    the HTP reads B otherwise than its stored codes (MEASURED.md): the emulator's result differs from the rule
+    on those very codes -- a wrong answer refinterp gave before -- so the Session refuses the node."""
+    import refinterp
+    from tests.conformance.test_qnn_htp_ops import _htp_many
+
+    rng = np.random.default_rng(11)
+    m, feeds = _add_then_matmul(rng, transpose)
+    msg = _refused(tmp_path, m, "qnn-htp-v73")
+    assert "B is made by Add" in msg and "graph inputs only" in msg, msg
+    got = _htp_many(tmp_path, [(m, feeds)], "73")[0]
+    b = got["bt_q" if transpose else "b"].astype(np.int64)  # B as the MatMul reads it, [K, N]
+    assert (b == 0).any() and (b == 255).any()  # B's codes saturate at both ends
+    # the same codes from graph inputs: the rule refinterp applied before (measured exact there)
+    i1, n1 = _qdq_in("a", 0.034, 139, np.uint8)
+    i2, n2 = _qdq_in("b", 0.0343, 134, np.uint8)
+    p = tmp_path / "codes.onnx"
+    p.write_bytes(_matmul_of("a_d", "b_d", n1 + n2, i1 + i2, (("a", [16, 8]), ("b", [8, 16]))).SerializeToString())
+    codes = {"a": ((got["a_q"].astype(np.int64) - 139) * F(0.034)).astype(F), "b": ((b - 134) * F(0.0343)).astype(F)}
+    rule = refinterp.Session(refinterp.load(str(p)), "qnn-htp-v73").run(codes, capture=["y"])["y"]
+    assert np.count_nonzero(rule != got["y"]) > 0

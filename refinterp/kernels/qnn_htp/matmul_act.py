@@ -15,7 +15,11 @@ rule fits on its own; with other zero points it misses exactly the columns holdi
 re-quantizing per column across the batch instead of per matrix misses 10-377 codes in 1,000-2,000.
 
 Refused: 16-bit operands (not measured; the 16-bit rules need constant weights), per-channel scales on
-either operand, operands of different storage types.
+either operand, operands of different storage types, and an operand made by a compute op (through copies:
+``htp_operands_from``, passes/qdq_htp.py).  There the HTP reads the producer's result otherwise than its
+stored codes: B made by an Add comes in as d = clamp(round(x / s_b), -128, 127) -- columns past int8 clipped,
+not re-quantized, and codes the uint8 tensor saturates kept beyond it (an attention block's Q K^T off by up
+to 3 codes on 9 of 128; MEASURED.md).  The rule above is measured with both operands from graph inputs.
 """
 from __future__ import annotations
 
@@ -48,6 +52,13 @@ def prepare(node, ctx, arch: str) -> HtpActMatMulPlan:
     if a.dtype != b.dtype or a.dtype != y.dtype:
         raise UnsupportedOpError(f"{where(node)}: a MatMul of two activations with types {a.dtype}, {b.dtype} -> "
                                  f"{y.dtype}: characterised on the HTP with one 8-bit type only")
+    made = dict(zip("AB", node.attr("htp_operands_from", ("input", "input"))))
+    late = [f"{k} is made by {v}" for k, v in made.items() if v != "input"]
+    if late:
+        raise UnsupportedOpError(f"{where(node)}: a MatMul of two activations where {' and '.join(late)}: the HTP "
+                                 "reads a computed operand otherwise than its stored codes (int8 around its zero "
+                                 "point, clipped, not re-quantized; MEASURED.md); characterised with operands "
+                                 "from graph inputs only")
     for t, what in ((a, "A"), (b, "B")):
         if t.quant is None or not t.quant.per_tensor:
             raise UnsupportedOpError(f"{where(node)}: operand {what} of a MatMul of two activations is not "
