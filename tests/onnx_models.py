@@ -183,6 +183,30 @@ def swish_se_blocks(seed: int = 2) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def detection_head(seed: int = 3) -> ModelProto:
+    """A YOLO-style single-scale head: strided Conv backbone, nearest upsampling and a skip Concat, 1x1 Convs, then
+    box decoding -- Reshape / Transpose / Split, Sigmoid scores, boxes times a stride plus a grid, one Concat."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Relu", [b.op("Conv", [x, b.w("c1", (16, 3, 3, 3)), b.w("c1b", (16,), 0.1)], pads=[1, 1, 1, 1],
+                           strides=[2, 2])])
+    p3 = b.op("Relu", [b.op("Conv", [h, b.w("c2", (24, 16, 3, 3)), b.w("c2b", (24,), 0.1)], pads=[1, 1, 1, 1],
+                            strides=[2, 2])])
+    p4 = b.op("Relu", [b.op("Conv", [p3, b.w("c3", (32, 24, 3, 3)), b.w("c3b", (32,), 0.1)], pads=[1, 1, 1, 1],
+                            strides=[2, 2])])
+    up = b.op("Resize", [p4, "", b.w("sc", (4,), value=[1, 1, 2, 2])], mode="nearest")
+    f = b.op("Relu", [b.op("Conv", [b.op("Concat", [p3, up], axis=1), b.w("c4", (24, 56, 1, 1)),
+                                    b.w("c4b", (24,), 0.1)])])
+    o = b.op("Conv", [f, b.w("c5", (9, 24, 1, 1)), b.w("c5b", (9,), 0.1)])  # 4 box + 1 object + 4 class
+    o = b.op("Transpose", [b.op("Reshape", [o, b.w("rs", (3,), dtype=np.int64, value=[1, 9, 64])])], perm=[0, 2, 1])
+    box, rest = b.op("Split", [o, b.w("sp", (2,), dtype=np.int64, value=[4, 5])], n_out=2, axis=2)
+    boxes = b.op("Add", [b.op("Mul", [box, b.w("stride", (), value=8.0)]), b.w("grid", (64, 4), 2.0)])
+    b.op("Concat", [boxes, b.op("Sigmoid", [rest])], axis=2)
+    b.nodes[-1].output[0] = "det"
+    return b.model("detection_head", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("det", TensorProto.FLOAT, [1, 64, 9])], opset=17)
+
+
 def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 16, heads: int = 2,
                       vocab: int = 20) -> ModelProto:
     """Token embedding (Gather) + positional add, pre-LN self-attention and MLP, residuals.
