@@ -261,6 +261,12 @@ def _convert_graph(gp: onnx.GraphProto, where: str, outer: set[str], opsets: dic
                 info = ctx.ensure(o, first_dtype)
                 if not info.dtype:
                     info.dtype = first_dtype
+        if op in _CONTRIB_QDQ and node.outputs and node.inputs:  # elementwise: the input's shape where
+            # inference left it out (it does on some 16-bit opset-21 QDQ models), so a Conv reading DQ(weights)
+            # still sees their shape (onnx_normalize: a depthwise Conv is told by it)
+            out = ctx.info(node.outputs[0])
+            if out is not None and out.shape is None and ctx.shape(node.inputs[0]) is not None:
+                out.shape = ctx.shape(node.inputs[0])
         if default or node.op != op:
             nodes.extend(normalize(node, opset, ctx))
         else:

@@ -40,9 +40,9 @@ v68 16-bit convolution (Conv, depthwise Conv stride 1, Gemm, MatMul; uint16, and
 with codes and zero points moved by 32768), M as above::
 
     g  = (A >> 8) - round_half_up(Z_x / 256)    A, Z_x as v73's 16-bit rule (htp.py); no bias there
-    Z  = floor(f32(f32(zp_y / M) + f32(bias)) / 256)   the output zero point in accumulator units plus
-                                                the bias codes as they are, summed in float32, then
-                                                to g units, floored
+    Z  = floor((f32(f32(zp_y / M) + f32(bias)) + 1/2) / 256)   the output zero point in accumulator
+                                                units plus the bias codes as they are, summed in float32,
+                                                then to g units with the half added first
     m  = 256 M rounded to 11 significant bits (half up)    no pre-shift
     y  = clamp(floor((g + Z) m + 1/2), 0, 65535)
 
@@ -55,8 +55,10 @@ with codes and zero points moved by 32768), M as above::
     multiple of 256 (3 channels in 124, at multipliers 2e-5 and 1.7e-4 where zp / M passes 10^8, and one
     whose exact sum was within 5e-4 of an integer); the integer sum of the rounded quotient and the bias
     misses those; v73's rule misses nearly every code; the 8-bit rule's pre-shift (k > 0 below
-    M = 2^-12) misses codes, none without it.  floor(x / 256) against floor((x + 1/2) / 256) is not
-    separated by the data.
+    M = 2^-12) misses codes, none without it.  The half: a MobileNet block by get_qnn_qdq_config at uint16
+    (test_qnn_htp_models.py) has a channel whose float32 sum is 7,219,455.5 -- floor(x / 256) = 28200, the
+    emulator 28201 (233 of 256 codes one or two below it before); rounding x to an integer half up or to
+    even first gives the same there (not separated).
 
 Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
 
@@ -216,13 +218,13 @@ def conv16_apply_v68(g: np.ndarray, z, m) -> np.ndarray:
 
 
 def folded_zero_point16(zero_point_u16: int, M, bias=None) -> np.ndarray:
-    """Z of the v68 16-bit convolution, in g units (module docstring): floor(f32(f32(zp / M) + f32(b)) / 256),
-    per channel (float32 division and sum, one floor at the end)."""
+    """Z of the v68 16-bit convolution, in g units (module docstring): floor((f32(f32(zp / M) + f32(b)) + 1/2)
+    / 256), per channel (float32 division and sum, the half, one floor at the end)."""
     f32 = np.float32
     q = (f32(zero_point_u16) / np.asarray(M, f32)).astype(f32)
     if bias is not None:
         q = (q + np.asarray(bias).astype(f32)).astype(f32)
-    return np.floor(q.astype(np.float64) / 256).astype(np.int64)
+    return np.floor((q.astype(np.float64) + 0.5) / 256).astype(np.int64)
 
 
 def conv_requant_v68(acc: np.ndarray, M: float, zero_point_u8: int) -> np.ndarray:

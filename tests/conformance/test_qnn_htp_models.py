@@ -219,7 +219,8 @@ def test_mobilenet_v2_224(tmp_path, arch, act):
 
 
 @pytest.mark.parametrize("arch", ["68", "73"])
-@pytest.mark.parametrize("builder,a16", [(mobile_blocks, False), (swish_se_blocks, False), (residual_blocks, True)],
+@pytest.mark.parametrize("builder,a16", [(mobile_blocks, False), (swish_se_blocks, False), (residual_blocks, True),
+                                        (mobile_blocks, True)],
                          ids=lambda v: getattr(v, "__name__", str(v)))
 def test_qnn_recommended_quantization(tmp_path, arch, builder, a16):
     """Models quantized the way ONNX Runtime recommends for the QNN EP (``get_qnn_qdq_config`` with its

@@ -105,13 +105,15 @@ def _qdq_out(src, name, s, z, act):
              helper.make_node("DequantizeLinear", [name, name + "_s", name + "_z"], [name + "_dq"])])
 
 
-def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, op="Conv", w_axis=0, **attrs):
+def _conv_model(x_shape, w, ws, bias, xs, xz, ys, yz, act, op="Conv", w_axis=0, wz=None, **attrs):
     """x -> Q/DQ -> Conv(DQ(w), DQ(bias)) -> Q -> DQ; per-channel (on ``w_axis``) when ``ws`` is an array;
-    ``op``: ConvTranspose (its output channels on axis 1 of the weights)."""
+    ``op``: ConvTranspose (its output channels on axis 1 of the weights); ``wz``: uint8 weight codes ``w``
+    with that zero point (per tensor), else int8 ones with zero point 0."""
     pc = np.size(ws) > 1
     inits, nodes = _qdq_in("x", xs, xz, act)
-    inits += [_init(w, "w", np.int8), _init(ws, "ws", np.float32),
-              _init(np.zeros(np.size(ws), np.int8) if pc else 0, "wz", np.int8)]
+    inits += [_init(w, "w", np.int8 if wz is None else np.uint8), _init(ws, "ws", np.float32),
+              _init(np.zeros(np.size(ws), np.int8) if pc else 0, "wz", np.int8) if wz is None
+              else _init(wz, "wz", np.uint8)]
     nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=w_axis))
     ins = ["x_d", "wd"]
     if bias is not None:
@@ -331,6 +333,30 @@ def test_a16_depthwise_stride_2(tmp_path, arch):
     _check_many(tmp_path, jobs, arch)
 
 
+@pytest.mark.parametrize("arch", MAIN)
+def test_a16_depthwise_stride_2_uint8_weights(tmp_path, arch):
+    """The same kernel with one-scale uint8 weights (ONNX Runtime's get_qnn_qdq_config at uint16): w - z_w as it
+    is, as at 8 bits, zero points 0 .. 255 (w - z_w over all of [-255, 255]), with and without int32 biases.
+    Before, an ONNX model whose depthwise weights' shape shape inference had not given (opset-21 uint16 QDQ)
+    ran the 16-bit convolution rule on it: 45% of a MobileNet block's codes off."""
+    rng = np.random.default_rng(zlib.crc32(repr(("a16dw2u8", arch)).encode()))
+    jobs = []
+    for trial, wz in enumerate((0, 255, 128, 7, 250, 90, 170, 128)):
+        C, H, pad, with_bias = 16, 16 + trial % 2, [1, 0, 2][trial % 3], trial % 2 == 1
+        M = 10 ** rng.uniform(np.log10(2.0 ** -15) + 0.01, np.log10(0.45))
+        xs, ws = float(F(10 ** rng.uniform(-5, -3))), F(10 ** rng.uniform(-3, -1))
+        ys = float(F(xs * float(ws) / M))
+        bias = rng.integers(-2 ** 22, 2 ** 22, C).astype(np.int32) if with_bias else None
+        yz = int(rng.integers(0, min(65536, int((2 ** 31 - 2 ** 23 - 9 * 255 * 65535) * M * 0.5))))
+        xz = int(rng.integers(0, 65536))
+        w = rng.integers(0, 256, (C, 1, 3, 3)).astype(np.uint8)
+        m = _conv_model((1, C, H, H), w, ws, bias, xs, xz, ys, yz, "uint16", group=C, pads=[pad] * 4,
+                        strides=[2, 2], wz=wz)
+        q = np.clip(int(rng.integers(0, 65536)) + rng.integers(-20000, 20001, (1, C, H, H)), 0, 65535)
+        jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F)}))
+    _check_many(tmp_path, jobs, arch)
+
+
 def test_a16_depthwise_refusals(tmp_path):
     """int16 depthwise: the QNN EP leaves the node unassigned (measured, asserted below); a uint16 depthwise
     Conv with stride 3, a 5x5 one with stride 2, one with a multiplier of 1/2 or more or a folded offset beyond
@@ -342,7 +368,7 @@ def test_a16_depthwise_refusals(tmp_path):
     for k, st in ((3, 3), (5, 2)):
         m = _conv_model((1, 4, 6, 6), np.ones((4, 1, k, k), np.int8), F(0.01), None, 0.001, 32768, 0.002, 32768,
                         "uint16", group=4, pads=[1, 1, 1, 1], strides=[st, st])
-        assert "3x3, stride 2 and int8" in _refused(tmp_path, m, "qnn-htp-v73")
+        assert "3x3, stride 2 and 8-bit" in _refused(tmp_path, m, "qnn-htp-v73")
     m = _conv_model((1, 4, 6, 6), w, F(0.01), None, 0.001, 32768, float(F(0.00001 / 3e-5)), 65000, "uint16", group=4,
                     pads=[1, 1, 1, 1], strides=[2, 2])  # M = 3e-5: z_y / M = 2.17e9
     assert "may pass int32" in _refused(tmp_path, m, "qnn-htp-v73")

@@ -241,19 +241,23 @@ def _dw_stride2_16(node, ctx, plan, ws: np.ndarray, arch: str) -> HtpGemmPlan:
     """A uint16 3x3 depthwise Conv with stride 2 runs the 8-bit stride-2 depthwise kernel on 16-bit codes
     (``htp_ops.dw_stride2_requant``: the exact accumulator plus the bias codes as they are plus the folded
     output zero point floor(f32(f32(zp_y / M) + 1/2)), times a 15-bit multiplier, one rounding; v68 and v73 alike;
-    int8 weights per tensor or per channel).  Measured (tests/conformance/test_qnn_htp_ops.py
-    ``test_a16_depthwise_stride_2``): 0 codes off for M from 2^-16 to 1/2 while that sum stays within int32;
+    int8 weights per tensor or per channel, or one-scale uint8 weights as w - z_w, as at 8 bits).  Measured
+    (tests/conformance/test_qnn_htp_ops.py ``test_a16_depthwise_stride_2`` and ``.._uint8_weights``): 0 codes off
+    for M from 2^-16 to 1/2 while that sum stays within int32;
     the 16-bit convolution rule misses 2-29% of the codes.  Refused: M below 2^-16 (the shift passes 30: 6-309
     codes in 648 off), a folded offset that may pass 2^31 with the accumulator (every code off), 5x5 windows
-    (a few codes of the left column off), other strides, uint8 weights."""
+    (a few codes of the left column off), other strides."""
     strides = [int(v) for v in plan.fplan.strides]
     kshape = [int(v) for v in plan.fplan.kernel_shape]
-    if ctx.inputs[1].dtype != "int8" or any(v != 2 for v in strides) or kshape != [3, 3]:
+    if ctx.inputs[1].dtype not in ("int8", "uint8") or any(v != 2 for v in strides) or kshape != [3, 3]:
         raise UnsupportedOpError(f"{where(node)}: a 16-bit depthwise Conv {kshape[0]}x{kshape[-1]} with strides "
                                  f"{strides} and {ctx.inputs[1].dtype} weights: characterised on the HTP for 3x3, "
-                                 "stride 2 and int8 weights only")
-    if np.any(np.asarray(plan.zw) != 0):
+                                 "stride 2 and 8-bit weights only")
+    if ctx.inputs[1].dtype == "int8" and np.any(np.asarray(plan.zw) != 0):
         raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point: not characterised at 16 bits")
+    if ctx.inputs[1].dtype == "uint8" and ws.size != 1:  # measured: the QNN EP leaves such a node unassigned
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
+                                 "them onto the HTP")
     x, y = ctx.inputs[0], ctx.outputs[0]
     mult = htp_ops.per_channel_multipliers(float(x.quant.scale[0]), ws, float(y.quant.scale[0])) if ws.size > 1 \
         else np.broadcast_to(np.asarray(plan.mult, np.float64).ravel(), (np.asarray(plan.w).shape[0],))
