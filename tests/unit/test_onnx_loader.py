@@ -395,3 +395,26 @@ def test_minus_one_dims_in_value_info_are_unknown(tmp_path):
     assert m.tensors["x"].shape == (None, 3) and m.tensors["h"].shape == (None, None)
     out = refinterp.Session(m).run({"x": np.array([[1, -2, 3], [4, 5, -6]], np.float32)})["y"]
     assert np.array_equal(out, -np.maximum(np.array([[1, -2, 3], [4, 5, -6]], np.float32), 0))
+
+
+def test_a_depthwise_conv_reading_dequantized_weights_is_told_apart_without_shape_inference(tmp_path):
+    """DequantizeLinear of a constant passes the constant's shape on when shape inference does not (it does
+    not type com.microsoft's Q / DQ, nor every opset-21 16-bit QDQ model): a grouped Conv with one input
+    channel per group reading DQ(weights) is a DepthwiseConv, as when the shape is known."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import refinterp
+
+    w = numpy_helper.from_array(np.arange(36, dtype=np.uint8).reshape(4, 1, 3, 3), "w")
+    inits = [w, numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.array(7, np.uint8), "wz")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], domain="com.microsoft"),
+             helper.make_node("Conv", ["x", "wd"], ["y"], group=4, pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(m, tmp_path / "m.onnx")
+    graph = refinterp.load(str(tmp_path / "m.onnx"))
+    assert graph.tensors["wd"].shape == (4, 1, 3, 3)
+    assert [n.op for n in graph.nodes if n.name.startswith("Conv") or n.op.endswith("Conv")] == ["DepthwiseConv"]
