@@ -6,13 +6,11 @@ Sigmoid) are anchored on the device's values; every other quantized tensor must 
 code."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import pytest
 
-from tests.conformance.test_qnn_htp_transformer import _cli
+from tests.conformance.test_qnn_htp_transformer import capture_and_diff
 from tests.onnx_models import detection_head
 
 try:
@@ -59,15 +57,7 @@ def quantized(tmp_path_factory):
 @pytest.mark.parametrize("form", FORMS)
 def test_every_modelled_tensor_equals_the_emulator(tmp_path, quantized, arch, form):
     made, feeds = quantized
-    model, dump = made[form], tmp_path / "dump"
-    r = _cli("capture", str(model), "--runtime", "qnn-htp", "--htp-arch", arch, "--inputs", str(feeds),
-             "--out", str(dump))
-    assert r.returncode == 0, r.stderr[-2000:]
-    r = _cli("diff", str(model), "--scheme", f"qnn-htp-v{arch}", "--against", str(dump), "--json",
-             str(tmp_path / "d.json"))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    by = {t["name"]: t for t in json.loads((tmp_path / "d.json").read_text())["tensors"]}
-    q_outputs = [n.output[0] for n in onnx.load(str(model)).graph.node if n.op_type == "QuantizeLinear"]
+    by, q_outputs = capture_and_diff(tmp_path, made[form], feeds, arch)
     status = [by[n]["status"] for n in q_outputs]
     assert set(status) <= {"exact", "unmodelled"}, {n: s for n, s in zip(q_outputs, status)}
     assert status.count("unmodelled") == 2 and status.count("exact") >= 14, status

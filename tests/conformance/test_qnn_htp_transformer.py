@@ -31,6 +31,22 @@ def _cli(*args):
                           timeout=600, cwd=ROOT)
 
 
+def capture_and_diff(tmp_path, model: Path, feeds: Path, arch: str, before_diff=None) -> tuple[dict, list[str]]:
+    """``capture --runtime qnn-htp`` then ``diff`` under qnn-htp-v<arch> (exit 0 required): the report's tensors
+    by name and the model's QuantizeLinear outputs.  ``before_diff(dump)``: more checks between the two."""
+    dump = tmp_path / "dump"
+    r = _cli("capture", str(model), "--runtime", "qnn-htp", "--htp-arch", arch, "--inputs", str(feeds),
+             "--out", str(dump))
+    assert r.returncode == 0, r.stderr[-2000:]
+    if before_diff is not None:
+        before_diff(dump)
+    r = _cli("diff", str(model), "--scheme", f"qnn-htp-v{arch}", "--against", str(dump), "--json",
+             str(tmp_path / "d.json"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    by = {t["name"]: t for t in json.loads((tmp_path / "d.json").read_text())["tensors"]}
+    return by, [n.output[0] for n in onnx.load(str(model)).graph.node if n.op_type == "QuantizeLinear"]
+
+
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
     from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
@@ -62,19 +78,15 @@ def quantized(tmp_path_factory):
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("73", "uint16")])
 def test_every_modelled_tensor_equals_the_emulator(tmp_path, quantized, arch, act):
     made, feeds = quantized
-    model, dump = made[act], tmp_path / "dump"
-    r = _cli("capture", str(model), "--runtime", "qnn-htp", "--htp-arch", arch, "--inputs", str(feeds),
-             "--out", str(dump))
-    assert r.returncode == 0, r.stderr[-2000:]
-    r = _cli("run", str(model), "--scheme", f"qnn-htp-v{arch}", "--inputs", str(feeds))
-    first = "MatMul_17" if act == "uint8" else "LayerNormalization_3"  # run: all or nothing, the first refusal
-    assert r.returncode != 0 and first in r.stderr and "characterised" in r.stderr, r.stderr
-    r = _cli("diff", str(model), "--scheme", f"qnn-htp-v{arch}", "--against", str(dump), "--json",
-             str(tmp_path / "d.json"))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    rep = json.loads((tmp_path / "d.json").read_text())
-    by = {t["name"]: t for t in rep["tensors"]}
-    q_outputs = [n.output[0] for n in onnx.load(str(model)).graph.node if n.op_type == "QuantizeLinear"]
+    model = made[act]
+
+    def run_refuses(_):  # run: all or nothing, the first refusal named
+        r = _cli("run", str(model), "--scheme", f"qnn-htp-v{arch}", "--inputs", str(feeds))
+        first = "MatMul_17" if act == "uint8" else "LayerNormalization_3"
+        assert r.returncode != 0 and first in r.stderr and "characterised" in r.stderr, r.stderr
+
+    by, q_outputs = capture_and_diff(tmp_path, model, feeds, arch, run_refuses)
+    dump = tmp_path / "dump"
     unmodelled = {n for n in q_outputs if by[n]["status"] == "unmodelled"}
     exact = {n for n in q_outputs if by[n]["status"] == "exact"}
     assert "softmax_19_QuantizeLinear_Output" in unmodelled
