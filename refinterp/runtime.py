@@ -65,6 +65,9 @@ class Session:
             self.graph = apply_passes(self.graph, self.scheme.data["graph_passes"])
         # node name -> the scheme's refusal, for the stubs of ``unmodelled=True`` (refinterp/unmodelled.py)
         self.unmodelled: dict[str, str] = {}
+        # node name -> its kernel's refusal when the last ``run(..., anchors=...)`` ran it (data-dependent,
+        # e.g. a row the HTP's arithmetic decides): its outputs were taken from the anchors instead
+        self.refused_when_run: dict[str, str] = {}
         self.steps: list[Step] = [self._resolve_or_stub(n) if unmodelled else self._resolve(n)
                                   for n in self.graph.nodes]
         check_float_outputs(self.steps, self.graph)
@@ -209,12 +212,20 @@ class Session:
             result.update(values)
         for name in keep & values.keys():
             result[name] = values[name]
+        if anchors is not None:
+            self.refused_when_run = {}
         for idx, st in enumerate(self.steps):
             if anchors is not None and _stub.is_stub(st):
                 produced = _stub.anchored(st, anchors, self.graph.path, self._last_use)
             else:
-                produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
-                                                 enumerate(st.node.inputs)], timing)
+                try:
+                    produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
+                                                     enumerate(st.node.inputs)], timing)
+                except UnsupportedOpError as e:
+                    if anchors is None:
+                        raise
+                    produced = _stub.anchored(st, anchors, self.graph.path, self._last_use, e.message)
+                    self.refused_when_run[st.node.name] = e.message
             values.update(produced)
             if keep_all:
                 result.update(produced)

@@ -4,7 +4,9 @@
 (UnsupportedOpError: no kernel, a refused dtype, a characterisation the scheme does not cover)
 becomes a stub step.  Running a stub computes nothing: its outputs are *anchored* -- taken from
 values the caller supplies (``diff`` gives the device's own tensors), so that the nodes after it
-still run and compare.  Without an anchored value the stub raises the scheme's refusal.  A plain
+still run and compare.  Without an anchored value the stub raises the scheme's refusal.  A node whose
+kernel refuses its inputs only when run (a data-dependent refusal) is anchored the same way by a run that
+has anchors (``Session.refused_when_run`` names it).  A plain
 ``Session`` (``run``, ``golden``, ``sensitivity``) never builds stubs: there every node is modelled
 or the model is refused.
 """
@@ -39,12 +41,14 @@ def is_stub(step) -> bool:
     return step.kernel.variant == VARIANT and isinstance(step.plan, UnmodelledPlan)
 
 
-def anchored(step, anchors: Mapping[str, np.ndarray], where: str | None, needed) -> dict[str, np.ndarray]:
-    """A stub's outputs from ``anchors``; every output a later node or the graph's outputs read
-    (``needed``) must be there."""
+def anchored(step, anchors: Mapping[str, np.ndarray], where: str | None, needed,
+             reason: str | None = None) -> dict[str, np.ndarray]:
+    """A stub's outputs -- or those of a node whose kernel refused its inputs when run (``reason``) -- from
+    ``anchors``; every output a later node or the graph's outputs read (``needed``) must be there."""
     named = [o for o in step.node.outputs if o]
     missing = [o for o in named if o not in anchors and o in needed]
     if missing:
-        raise UnsupportedOpError(f"{step.plan.reason} (the node is not modelled under this scheme, and no "
-                                 f"value of its output '{missing[0]}' was given to continue from)", where)
+        why = reason or step.plan.reason
+        raise UnsupportedOpError(f"{why} (the node is not modelled under this scheme, and no value of its output "
+                                 f"'{missing[0]}' was given to continue from)", where)
     return {o: np.asarray(anchors[o]) for o in named if o in anchors}

@@ -20,7 +20,8 @@ from ..ir import Graph, TensorInfo
 from ..runtime import Session
 from ..samples import feed_samples
 from . import metrics as M
-from .align import fit_shape, match_names, model_layout
+from .align import match_names
+from .aligned import Alignment, Anchors, resolve_index_names
 from .convert import is_int, lsb_error, same_quant, to_real, to_stored
 from .policy import EXACT_OPS, Policy
 from .result import DIVERGED, EXACT, MISSING, UNALIGNED, UNMODELLED, WITHIN, DiffResult, TensorResult
@@ -69,112 +70,6 @@ def _input_target(info: TensorInfo, arr: np.ndarray) -> tuple[int, ...]:
     return tuple(int(1 if d is None or d < 0 else d) for d in shape)
 
 
-def resolve_index_names(dump: Dump, graph: Graph) -> None:
-    """Dumps that name tensors by TFLite tensor index (``#<index>``) get the model's names."""
-    from ..dumps.tflm import INDEX_NAMES
-
-    if dump.meta.get("names") != INDEX_NAMES:
-        return
-    by_index = {t.index: n for n, t in graph.tensors.items() if t.index is not None}
-    renamed = {}
-    for name, t in dump.tensors.items():
-        model_name = by_index.get(int(name[1:])) if name[1:].isdigit() else None
-        t.name = model_name or name
-        renamed[t.name] = t
-    dump.tensors = renamed
-    dump.meta["names"] = "resolved"
-
-
-def decode_raw(dt, info: TensorInfo | None, target: tuple[int, ...]) -> None:
-    """Undecoded bytes -> values: float32 (the usual device default) when the byte count allows it,
-    else the model's storage dtype (native output files)."""
-    size = max(int(np.prod(target)) if target else 1, 1)
-    nbytes = dt.samples[0].size
-    model_dt = np.dtype(info.dtype) if info is not None else np.dtype(np.float32)
-    if nbytes == size * model_dt.itemsize and model_dt.itemsize != 4:
-        use = model_dt
-    elif nbytes % (4 * size) == 0:
-        use = np.dtype(np.float32)
-    elif nbytes % (model_dt.itemsize * size) == 0:
-        use = model_dt
-    else:
-        use = np.dtype(np.float32) if nbytes % 4 == 0 else np.dtype(np.uint8)
-    use = np.dtype(use).newbyteorder("<")
-    dt.samples = [np.frombuffer(s.tobytes(), use).astype(use.newbyteorder("=")) for s in dt.samples]
-    dt.raw = False
-
-
-class _Alignment:
-    """The dump's tensors matched to model tensors and fitted to their shapes (per sample)."""
-
-    def __init__(self, graph: Graph, dump: Dump, nm) -> None:
-        self.graph, self.dump, self.nm = graph, dump, nm
-        self.aligned: dict[str, list[np.ndarray]] = {}
-        self.notes: dict[str, list[str]] = {}
-        self.unaligned: set[str] = set()
-        self.dev_qp: dict[str, Any] = {}
-
-    def dump_tensor(self, name: str):
-        return self.dump.tensors[self.nm.pairs[name][0]]
-
-    def align(self, name: str, target: tuple[int, ...]) -> None:
-        dt = self.dump_tensor(name)
-        if dt.raw:
-            decode_raw(dt, self.graph.tensors.get(name), target)
-        shaped = fit_shape(dt.samples, target, model_layout(self.graph, name, len(target)), dt.layout)
-        if shaped is None:
-            self.unaligned.add(name)
-            self.notes[name] = [f"dump shape {list(dt.shape)} does not fit model shape {list(target)}"]
-            return
-        self.aligned[name] = shaped.samples
-        self.notes[name] = shaped.notes + ([shaped.layout_note] if shaped.layout_note else [])
-
-    def device(self, name: str, si: int) -> np.ndarray | None:
-        """The device's value of ``name`` in sample ``si`` (None: not in the dump / not aligned)."""
-        samples = self.aligned.get(name)
-        return samples[si] if samples is not None and si < len(samples) else None
-
-    def params(self, name: str, dv: np.ndarray) -> tuple[Any, Any, TensorInfo | None]:
-        """(model quant params, device quant params, tensor info) for ``_Acc.add``; stored device
-        integers without params of their own use the model's."""
-        info = self.graph.tensors.get(name)
-        qp = info.quant if info is not None else None
-        return qp, self.dev_qp[name] or (qp if is_int(dv) else None), info
-
-    def device_inputs(self, node, si: int) -> list[np.ndarray | None] | None:
-        """The node's inputs as the device had them (constants: None, the Session supplies them);
-        None when one of them is not in the dump."""
-        args: list[np.ndarray | None] = []
-        for name in node.inputs:
-            info = self.graph.tensors.get(name) if name else None
-            if not name or (info is not None and info.const is not None):
-                args.append(None)
-                continue
-            dv = self.device(name, si)
-            if dv is None:
-                return None
-            args.append(to_stored(dv, self.dev_qp[name], info))
-        return args
-
-    def anchors(self, session: Session, si: int) -> dict[str, np.ndarray]:
-        """The device's values (stored form) of the outputs of the nodes the scheme does not model."""
-        out: dict[str, np.ndarray] = {}
-        for st in session.steps:
-            if st.node.name not in session.unmodelled:
-                continue
-            for o in st.node.outputs:
-                info = self.graph.tensors.get(o) if o else None
-                if info is None or o not in self.nm.pairs:
-                    continue
-                if o not in self.aligned and o not in self.unaligned:  # before the run: the model's shape
-                    static = info.shape is not None and all(d is not None and d >= 0 for d in info.shape)
-                    self.align(o, tuple(info.shape) if static else tuple(self.dump_tensor(o).data.shape))
-                dv = self.device(o, si)
-                if dv is not None:
-                    out[o] = to_stored(dv, self.dev_qp[o], info)
-        return out
-
-
 class _Tally:
     """Per-tensor accumulators (whole-model and local re-run) and the progress count."""
 
@@ -201,6 +96,7 @@ class Differ:
         self.explain = False  # also run ``--explain`` (compare.explain); its object is kept in ``explanation``
         self.explanation = None
         self._anchored: dict[str, str] = {}  # stub output -> the scheme's refusal (set by run)
+        self._refused_runs: dict[str, list] = {}  # output -> [the kernel's run-time refusal, samples refused]
         self.reference_samples: list[dict[str, np.ndarray]] = []
         self.unwritten = unwritten_masks(graph)  # elements the runtime leaves as the arena held them
 
@@ -222,7 +118,8 @@ class Differ:
         the model (accumulated error) and re-run each node on the device's inputs (local error)."""
         order = self._order()
         self._anchored = self._anchored_names()
-        al = _Alignment(self.graph, dump, self._match(dump, order))
+        self._refused_runs = {}
+        al = Alignment(self.graph, dump, self._match(dump, order))
         for name in self.graph.inputs:
             if name in al.nm.pairs:
                 al.align(name, _input_target(self.graph.tensors[name], al.dump_tensor(name).data))
@@ -244,7 +141,7 @@ class Differ:
                             f"{', '.join(dump.names()[:5])}...); pass --mapping", dump.path)
         return nm
 
-    def _samples(self, al: "_Alignment", feeds) -> tuple[list[dict[str, np.ndarray]], list[str], list]:
+    def _samples(self, al: "Alignment", feeds) -> tuple[list[dict[str, np.ndarray]], list[str], list]:
         """The input samples: the dump's own model inputs, or ``feeds`` (then checked against the
         dump's inputs for layout / range / colour-order mistakes)."""
         g = self.graph
@@ -261,9 +158,13 @@ class Differ:
         samples = feed_samples(g, feeds)
         return samples, [], check_inputs(g, samples, al.aligned, al.dev_qp, self.policy)
 
-    def _compare_run(self, si: int, feed, order: list[str], al: "_Alignment", tally: "_Tally") -> None:
+    def _compare_run(self, si: int, feed, order: list[str], al: "Alignment", tally: "_Tally") -> None:
         """Run the whole model on sample ``si`` and accumulate reference vs device per tensor."""
-        ref = self.session.run(feed, capture="all", anchors=al.anchors(self.session, si))
+        ref = self.session.run(feed, capture="all", anchors=Anchors(al, si))
+        refused = {o: why for n, why in self.session.refused_when_run.items()
+                   for o in self.graph_producer_outputs(n)}
+        for o, why in refused.items():  # anchored on the device's value in this sample: not compared
+            self._refused_runs.setdefault(o, [why, 0])[1] += 1
         if self.keep_reference:
             self.reference_samples.append(ref)
         if si == 0:  # tensors whose shape only the run tells
@@ -273,11 +174,11 @@ class Differ:
         tally.tick(force=True)
         for name in order:
             dv = al.device(name, si)
-            if dv is not None and name in ref and name not in self._anchored:
+            if dv is not None and name in ref and name not in self._anchored and name not in refused:
                 tally.acc.setdefault(name, _Acc()).add(np.asarray(ref[name]), dv, *al.params(name, dv),
                                                        skip=self.unwritten.get(name))
 
-    def _compare_local(self, si: int, al: "_Alignment", tally: "_Tally") -> None:
+    def _compare_local(self, si: int, al: "Alignment", tally: "_Tally") -> None:
         """Re-run every node whose outputs the dump has on the device's own input tensors."""
         sess = self.session
         for idx, st in enumerate(sess.steps):
@@ -300,7 +201,7 @@ class Differ:
                     tally.loc.setdefault(o, _Acc()).add(np.asarray(v), dv, *al.params(o, dv),
                                                         skip=self.unwritten.get(o))
 
-    def _report(self, dump: Dump, order, al: "_Alignment", tally: "_Tally", samples, notes,
+    def _report(self, dump: Dump, order, al: "Alignment", tally: "_Tally", samples, notes,
                 input_checks) -> DiffResult:
         from .. import __version__
 
@@ -330,6 +231,10 @@ class Differ:
             num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
             dump_only=al.nm.dump_only, ambiguous=al.nm.ambiguous, input_checks=input_checks, notes=notes,
             explanation=explained)
+
+    def graph_producer_outputs(self, node_name: str) -> list[str]:
+        st = next((st for st in self.session.steps if st.node.name == node_name), None)
+        return [o for o in st.node.outputs if o] if st is not None else []
 
     def _anchored_names(self) -> dict[str, str]:
         """Output tensor -> the scheme's refusal of its (unmodelled) producer."""
@@ -379,6 +284,14 @@ class Differ:
                             f"not modelled under {self.session.scheme.name} ({refusal})")
             return tr
         a = acc.get(name)
+        refused = self._refused_runs.get(name)
+        if refused is not None:
+            why, k = refused
+            tr.notes.append(f"its node refused its inputs when run on {k} sample(s) ({why}); the nodes after it "
+                            "ran on the device's values there" + ("" if a is None else ", the others are compared"))
+            if a is None:
+                tr.status = UNMODELLED
+                return tr
         if a is None:
             return tr
         tr.metrics = a.metrics()

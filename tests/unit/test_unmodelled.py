@@ -101,3 +101,28 @@ def test_write_scheme_verifies_under_the_float_tolerance(tmp_path):
     summary = write_scheme(differ.explanation, tmp_path / "fix.yaml")
     assert summary["verified"] and summary["not_reproduced"] == [], summary
     assert summary["extends"] == "float32" and summary["unmodelled"] == []
+
+
+def test_a_refusal_when_run_is_anchored_in_a_diff_and_raised_elsewhere():
+    """A kernel that refuses its inputs only when run (the HTP's undecided LayerNormalization rows): a plain run
+    raises it; the diff takes the node's outputs from the device for that sample, reports them unmodelled with
+    the reason, and compares the rest."""
+    import dataclasses
+
+    from refinterp.kernels.registry import Kernel
+
+    def refuse(plan, *args):
+        raise UnsupportedOpError("this row is undecided")
+
+    g = cnn()
+    x = x_img()
+    differ = Differ(g)
+    i = next(k for k, st in enumerate(differ.session.steps) if st.node.name == "n_relu")
+    st = differ.session.steps[i]
+    differ.session.steps[i] = dataclasses.replace(st, kernel=Kernel(st.kernel.op, st.kernel.variant, refuse))
+    with pytest.raises(UnsupportedOpError, match="undecided"):
+        differ.session.run({"x": x})
+    res = differ.run(as_dump(device_run(g, x, fault="relu1")))
+    by = {t.name: t for t in res.tensors}
+    assert by["relu1"].status == "unmodelled" and any("undecided" in n for n in by["relu1"].notes)
+    assert by["conv2"].status == "exact" and by["out"].status == "exact" and res.passed
