@@ -1,6 +1,7 @@
 """Session: resolve a Graph under a scheme once into a list of steps, then run it many times."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
@@ -65,9 +66,11 @@ class Session:
             self.graph = apply_passes(self.graph, self.scheme.data["graph_passes"])
         # node name -> the scheme's refusal, for the stubs of ``unmodelled=True`` (refinterp/unmodelled.py)
         self.unmodelled: dict[str, str] = {}
-        # node name -> its kernel's refusal when the last ``run(..., anchors=...)`` ran it (data-dependent,
-        # e.g. a row the HTP's arithmetic decides): its outputs were taken from the anchors instead
+        # the last ``run(..., anchors=...)``: node -> its kernel's refusal when run (data-dependent, e.g. a row the
+        # HTP's arithmetic decides; its outputs taken from the anchors), and node -> why it was not computed
+        # (an unmodelled node without anchored values, and the nodes after it)
         self.refused_when_run: dict[str, str] = {}
+        self.not_computed: dict[str, str] = {}
         self.steps: list[Step] = [self._resolve_or_stub(n) if unmodelled else self._resolve(n)
                                   for n in self.graph.nodes]
         check_float_outputs(self.steps, self.graph)
@@ -212,20 +215,12 @@ class Session:
             result.update(values)
         for name in keep & values.keys():
             result[name] = values[name]
+        lost: set[str] = set()  # with anchors: tensors left without a value (refinterp/unmodelled.py)
         if anchors is not None:
-            self.refused_when_run = {}
+            self.refused_when_run, self.not_computed = {}, {}
         for idx, st in enumerate(self.steps):
-            if anchors is not None and _stub.is_stub(st):
-                produced = _stub.anchored(st, anchors, self.graph.path, self._last_use)
-            else:
-                try:
-                    produced = self._exec_step(st, [self._arg(st, j, name, values) for j, name in
-                                                     enumerate(st.node.inputs)], timing)
-                except UnsupportedOpError as e:
-                    if anchors is None:
-                        raise
-                    produced = _stub.anchored(st, anchors, self.graph.path, self._last_use, e.message)
-                    self.refused_when_run[st.node.name] = e.message
+            run = functools.partial(self._exec_on, st, values, timing)
+            produced = run() if anchors is None else _stub.step_with_anchors(self, st, run, anchors, lost)
             values.update(produced)
             if keep_all:
                 result.update(produced)
@@ -277,6 +272,9 @@ class Session:
                 raise ModelError(f"tensor '{name}' (input of node '{st.node.name}') cannot be dequantized: {e}",
                                  self.graph.path) from None
         return v
+
+    def _exec_on(self, st: Step, values: Mapping[str, np.ndarray], timing: bool) -> dict[str, np.ndarray]:
+        return self._exec_step(st, [self._arg(st, j, name, values) for j, name in enumerate(st.node.inputs)], timing)
 
     def _exec_step(self, st: Step, args: list, timing: bool = False) -> dict[str, np.ndarray]:
         """Run one step's kernel (plus its fused activation) on ready arguments."""

@@ -4,9 +4,10 @@
 (UnsupportedOpError: no kernel, a refused dtype, a characterisation the scheme does not cover)
 becomes a stub step.  Running a stub computes nothing: its outputs are *anchored* -- taken from
 values the caller supplies (``diff`` gives the device's own tensors), so that the nodes after it
-still run and compare.  Without an anchored value the stub raises the scheme's refusal.  A node whose
-kernel refuses its inputs only when run (a data-dependent refusal) is anchored the same way by a run that
-has anchors (``Session.refused_when_run`` names it).  A plain
+still run and compare.  A node whose kernel refuses its inputs only when run (a data-dependent refusal) is
+anchored the same way (``Session.refused_when_run``).  Where no anchored value is given, the stub and the
+nodes that read what it would have made are not computed (``Session.not_computed``); a run without anchors
+raises the scheme's refusal as a plain Session does.  A plain
 ``Session`` (``run``, ``golden``, ``sensitivity``) never builds stubs: there every node is modelled
 or the model is refused.
 """
@@ -41,14 +42,28 @@ def is_stub(step) -> bool:
     return step.kernel.variant == VARIANT and isinstance(step.plan, UnmodelledPlan)
 
 
-def anchored(step, anchors: Mapping[str, np.ndarray], where: str | None, needed,
-             reason: str | None = None) -> dict[str, np.ndarray]:
-    """A stub's outputs -- or those of a node whose kernel refused its inputs when run (``reason``) -- from
-    ``anchors``; every output a later node or the graph's outputs read (``needed``) must be there."""
+def step_with_anchors(session, step, run, anchors: Mapping[str, np.ndarray], lost: set) -> dict[str, np.ndarray]:
+    """One step of a run with anchors: a stub takes its outputs from them; a node whose kernel refuses its inputs
+    when run too (``session.refused_when_run``); a stub without them, or a node reading a tensor left without a
+    value, computes nothing and leaves its outputs without values (``lost``, ``session.not_computed``) -- the
+    caller compares the rest."""
     named = [o for o in step.node.outputs if o]
-    missing = [o for o in named if o not in anchors and o in needed]
+    gone = next((i for i in step.node.inputs if i in lost), None)
+    if gone is not None:
+        session.not_computed[step.node.name] = f"its input '{gone}' has no value (after a node not modelled)"
+        lost.update(named)
+        return {}
+    if not is_stub(step):
+        try:
+            return run()
+        except UnsupportedOpError as e:
+            reason = e.message
+            session.refused_when_run[step.node.name] = reason
+    else:
+        reason = step.plan.reason
+    got = {o: np.asarray(anchors[o]) for o in named if o in anchors}
+    missing = [o for o in named if o not in got]
     if missing:
-        why = reason or step.plan.reason
-        raise UnsupportedOpError(f"{why} (the node is not modelled under this scheme, and no value of its output "
-                                 f"'{missing[0]}' was given to continue from)", where)
-    return {o: np.asarray(anchors[o]) for o in named if o in anchors}
+        session.not_computed[step.node.name] = f"{reason}; no device value of '{missing[0]}' to continue from"
+        lost.update(missing)
+    return got

@@ -97,6 +97,7 @@ class Differ:
         self.explanation = None
         self._anchored: dict[str, str] = {}  # stub output -> the scheme's refusal (set by run)
         self._refused_runs: dict[str, list] = {}  # output -> [the kernel's run-time refusal, samples refused]
+        self._not_computed: dict[str, str] = {}  # output -> why the run could not compute it (set by run)
         self.reference_samples: list[dict[str, np.ndarray]] = []
         self.unwritten = unwritten_masks(graph)  # elements the runtime leaves as the arena held them
 
@@ -118,7 +119,7 @@ class Differ:
         the model (accumulated error) and re-run each node on the device's inputs (local error)."""
         order = self._order()
         self._anchored = self._anchored_names()
-        self._refused_runs = {}
+        self._refused_runs, self._not_computed = {}, {}
         al = Alignment(self.graph, dump, self._match(dump, order))
         for name in self.graph.inputs:
             if name in al.nm.pairs:
@@ -165,6 +166,9 @@ class Differ:
                    for o in self.graph_producer_outputs(n)}
         for o, why in refused.items():  # anchored on the device's value in this sample: not compared
             self._refused_runs.setdefault(o, [why, 0])[1] += 1
+        for n, why in self.session.not_computed.items():  # no device value to continue from
+            for o in self.graph_producer_outputs(n):
+                self._not_computed.setdefault(o, why)
         if self.keep_reference:
             self.reference_samples.append(ref)
         if si == 0:  # tensors whose shape only the run tells
@@ -215,7 +219,11 @@ class Differ:
         if un:
             notes.append(f"{len(un)} node(s) not modelled under {self.session.scheme.name} ({', '.join(list(un)[:4])}"
                          f"{' ...' if len(un) > 4 else ''}): not compared; the nodes after them ran on the "
-                         f"device's values")
+                         f"device's values where the dump has them")
+        lost = sorted({o for o in self._not_computed if o not in self._anchored})
+        if lost:
+            notes.append(f"{len(lost)} tensor(s) not computed (after a node not modelled whose output the dump "
+                         f"lacks): {', '.join(lost[:4])}{' ...' if len(lost) > 4 else ''}")
         explained = None
         if self.explain:
             from .explain import explain
@@ -279,11 +287,16 @@ class Differ:
         refusal = self._anchored.get(name)
         if refusal is not None:
             tr.status = UNMODELLED
-            tr.notes.append(f"not modelled under {self.session.scheme.name} ({refusal}); the nodes after it "
-                            f"ran on the device's values of this tensor" if name in nm.pairs else
-                            f"not modelled under {self.session.scheme.name} ({refusal})")
+            tr.notes.append(f"not modelled under {self.session.scheme.name} ({refusal}); " +
+                            ("the dump has no value of it, so the nodes reading it were not computed"
+                             if name in self._not_computed else "the nodes after it ran on the device's values of "
+                             "this tensor"))
             return tr
         a = acc.get(name)
+        if a is None and name in self._not_computed:
+            tr.status = UNMODELLED
+            tr.notes.append(f"not computed: {self._not_computed[name]}")
+            return tr
         refused = self._refused_runs.get(name)
         if refused is not None:
             why, k = refused
