@@ -219,8 +219,9 @@ class Session:
         if anchors is not None:
             self.refused_when_run, self.not_computed = {}, {}
         for idx, st in enumerate(self.steps):
-            run = functools.partial(self._exec_on, st, values, timing)
-            produced = run() if anchors is None else _stub.step_with_anchors(self, st, run, anchors, lost)
+            produced = (self._exec_on(st, values, timing) if anchors is None else
+                        _stub.step_with_anchors(self, st, functools.partial(self._exec_on, st, values, timing),
+                                                anchors, lost))
             values.update(produced)
             if keep_all:
                 result.update(produced)

@@ -95,7 +95,9 @@ class Differ:
         self.keep_reference = False  # keep every sample's reference tensors (for exports)
         self.explain = False  # also run ``--explain`` (compare.explain); its object is kept in ``explanation``
         self.explanation = None
-        self._anchored: dict[str, str] = {}  # stub output -> the scheme's refusal (set by run)
+        self._outputs = {st.node.name: [o for o in st.node.outputs if o] for st in self.session.steps}
+        # stub output -> the scheme's refusal of its (unmodelled) producer
+        self._anchored = {o: why for n, why in self.session.unmodelled.items() for o in self._outputs[n]}
         self._refused_runs: dict[str, list] = {}  # output -> [the kernel's run-time refusal, samples refused]
         self._not_computed: dict[str, str] = {}  # output -> why the run could not compute it (set by run)
         self.reference_samples: list[dict[str, np.ndarray]] = []
@@ -118,7 +120,6 @@ class Differ:
         """Match the dump's tensors to the model's, choose the input samples, then per sample run
         the model (accumulated error) and re-run each node on the device's inputs (local error)."""
         order = self._order()
-        self._anchored = self._anchored_names()
         self._refused_runs, self._not_computed = {}, {}
         al = Alignment(self.graph, dump, self._match(dump, order))
         for name in self.graph.inputs:
@@ -162,12 +163,11 @@ class Differ:
     def _compare_run(self, si: int, feed, order: list[str], al: "Alignment", tally: "_Tally") -> None:
         """Run the whole model on sample ``si`` and accumulate reference vs device per tensor."""
         ref = self.session.run(feed, capture="all", anchors=Anchors(al, si))
-        refused = {o: why for n, why in self.session.refused_when_run.items()
-                   for o in self.graph_producer_outputs(n)}
+        refused = {o: why for n, why in self.session.refused_when_run.items() for o in self._outputs[n]}
         for o, why in refused.items():  # anchored on the device's value in this sample: not compared
             self._refused_runs.setdefault(o, [why, 0])[1] += 1
         for n, why in self.session.not_computed.items():  # no device value to continue from
-            for o in self.graph_producer_outputs(n):
+            for o in self._outputs[n]:
                 self._not_computed.setdefault(o, why)
         if self.keep_reference:
             self.reference_samples.append(ref)
@@ -239,15 +239,6 @@ class Differ:
             num_samples=len(samples), policy=self.policy.describe(), tensors=tensors,
             dump_only=al.nm.dump_only, ambiguous=al.nm.ambiguous, input_checks=input_checks, notes=notes,
             explanation=explained)
-
-    def graph_producer_outputs(self, node_name: str) -> list[str]:
-        st = next((st for st in self.session.steps if st.node.name == node_name), None)
-        return [o for o in st.node.outputs if o] if st is not None else []
-
-    def _anchored_names(self) -> dict[str, str]:
-        """Output tensor -> the scheme's refusal of its (unmodelled) producer."""
-        un = self.session.unmodelled
-        return {o: un[st.node.name] for st in self.session.steps if st.node.name in un for o in st.node.outputs if o}
 
     # -- verdicts ---------------------------------------------------------------------------
     def _verdict(self, name: str, info: TensorInfo | None, a: _Acc, m: M.Metrics,

@@ -217,20 +217,17 @@ def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
     return out
 
 
-# data movement that hands its input codes on unchanged when its parameters are its input's
-_COPIES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather", "Split", "DepthToSpace",
-           "SpaceToDepth", "Tile", "Expand")
+# data movement that hands its input codes on unchanged when its parameters are its input's (MaxPool, Pad and
+# Resize make values of their own)
+_COPIES = tuple(op for op in MOVE if op not in ("MaxPool", "Pad", "Resize")) + ("Split",)
 
 
 def _origin(name: str, producer: dict, tensors: dict) -> str:
     """``_producer_kind`` of the op that made a tensor's codes, looking through copies (a MatMul of two
     activations: the HTP reads an operand made by a compute op otherwise than its stored codes)."""
     p = producer.get(name)
-    while p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors:
-        src, dst = tensors[p.inputs[0]].quant, tensors[name].quant
-        if src is None or dst is None or not (np.array_equal(src.scale, dst.scale)
-                                              and np.array_equal(src.zero_point, dst.zero_point)):
-            break
+    while (p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors
+           and _same_quant(tensors[p.inputs[0]].quant, tensors[name].quant)):
         name = p.inputs[0]
         p = producer.get(name)
     return _producer_kind(p, tensors)
