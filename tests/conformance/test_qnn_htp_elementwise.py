@@ -4,6 +4,8 @@ broadcasts, one-element constants), Add / Sub with a constant operand, the SiLU 
 and the table activations beyond Sigmoid / Tanh / HardSwish -- every QuantizeLinear output code for code."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -286,6 +288,26 @@ def test_more_table_activations_every_code(tmp_path, arch, act):
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                    [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
         assert "does not run LeakyRelu on int8" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+
+
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_gelu_entry_on_a_float32_tie_is_refused(tmp_path, arch):
+    """A Gelu table entry 5e-8 below a rounding tie in float64 is the tie itself in float32, and the HTP
+    rounds it up (found through a Gelu feeding a MatMul): the float64 table would be one code off, so such
+    a table (an entry within 4 float32 ulps of a tie) is refused."""
+    from tests.conformance.test_qnn_htp_ops import _htp_many
+
+    i1, n1 = _qdq_in("x", 0.09217453002929688, 122, "uint8")
+    io, no = _qdq_out("f", "y", 0.025748491287231445, 144, "uint8")
+    m = _model(n1 + [helper.make_node("Gelu", ["x_d"], ["f"])] + no, i1 + io,
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+               [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)])
+    assert "rounding tie" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    q = np.arange(256)
+    got = _htp_many(tmp_path, [(m, {"x": ((q - 122) * F(0.09217453002929688)).astype(F)[None]})], arch)[0]["y"]
+    x = (115 - 122) * float(F(0.09217453002929688))
+    t = 0.5 * x * (1 + math.erf(x / math.sqrt(2))) / float(F(0.025748491287231445))
+    assert -6.5 - 1e-7 < t < -6.5 and got[0, 115] == 144 - 6  # the float64 table: 144 - 7
 
 
 FLOAT_PATH_OPS = {"Sqrt": np.sqrt, "Abs": np.abs, "Log": np.log, "Floor": np.floor}
