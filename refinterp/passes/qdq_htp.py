@@ -224,7 +224,7 @@ _COPIES = tuple(op for op in MOVE if op not in ("MaxPool", "Pad", "Resize")) + (
 
 def _origin(name: str, producer: dict, tensors: dict) -> str:
     """``_producer_kind`` of the op that made a tensor's codes, looking through copies (a MatMul of two
-    activations: the HTP reads an operand made by a compute op otherwise than its stored codes)."""
+    activations: the HTP reads some producers' operands otherwise than their stored codes, passes/htp_matmul.py)."""
     p = producer.get(name)
     while (p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors
            and _same_quant(tensors[p.inputs[0]].quant, tensors[name].quant)):
@@ -306,4 +306,6 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_multi(n)
     nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
     nodes = _encoding_overrides(_input_folds(nodes, f.tensors), f.tensors)
+    from .htp_matmul import RERUN, symmetric_operands  # it builds on this module's helpers
+    nodes = symmetric_operands(nodes, f.tensors, RERUN)
     return graph.replace(nodes=nodes, tensors=f.tensors)

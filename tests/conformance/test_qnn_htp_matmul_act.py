@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tests.conformance.test_qnn_htp_numerics import _model
+from tests.conformance.test_qnn_htp_numerics import _init, _model
 from tests.conformance.test_qnn_htp_ops import MAIN, _check_many, _qdq_in, _qdq_out, _refused
 
 try:
@@ -114,25 +114,121 @@ def _add_then_matmul(rng, transpose: bool):
 
 
 @pytest.mark.parametrize("transpose", [False, True])
-def test_matmul_of_two_activations_after_a_compute_op_is_refused(tmp_path, transpose):
-    """The rule is measured with operands from graph inputs.  With B made by an Add (through a Transpose or not)
-    the HTP reads B otherwise than its stored codes (MEASURED.md): the emulator's result differs from the rule
-    on those very codes -- a wrong answer refinterp gave before -- so the Session refuses the node."""
+def test_b_made_by_an_add_near_the_middle_zero_point(tmp_path, transpose):
+    """B made by an Add (through a Transpose or not) with its zero point 134, within 16 of uint8's middle: the
+    HTP does not read B's stored codes -- the rule on those very codes (what refinterp gave before) differs from
+    the emulator -- but the Add's result re-computed onto symmetric int8, which refinterp now models."""
     import refinterp
     from tests.conformance.test_qnn_htp_ops import _htp_many
 
     rng = np.random.default_rng(11)
     m, feeds = _add_then_matmul(rng, transpose)
-    msg = _refused(tmp_path, m, "qnn-htp-v73")
-    assert "B is made by Add" in msg and "graph inputs only" in msg, msg
+    assert _check_many(tmp_path, [(m, feeds)], "73") > 0
     got = _htp_many(tmp_path, [(m, feeds)], "73")[0]
-    b = got["bt_q" if transpose else "b"].astype(np.int64)  # B as the MatMul reads it, [K, N]
+    b = got["bt_q" if transpose else "b"].astype(np.int64)  # B as stored, [K, N]
     assert (b == 0).any() and (b == 255).any()  # B's codes saturate at both ends
-    # the same codes from graph inputs: the rule refinterp applied before (measured exact there)
     i1, n1 = _qdq_in("a", 0.034, 139, np.uint8)
     i2, n2 = _qdq_in("b", 0.0343, 134, np.uint8)
     p = tmp_path / "codes.onnx"
     p.write_bytes(_matmul_of("a_d", "b_d", n1 + n2, i1 + i2, (("a", [16, 8]), ("b", [8, 16]))).SerializeToString())
     codes = {"a": ((got["a_q"].astype(np.int64) - 139) * F(0.034)).astype(F), "b": ((b - 134) * F(0.0343)).astype(F)}
-    rule = refinterp.Session(refinterp.load(str(p)), "qnn-htp-v73").run(codes, capture=["y"])["y"]
-    assert np.count_nonzero(rule != got["y"]) > 0
+    stored = refinterp.Session(refinterp.load(str(p)), "qnn-htp-v73").run(codes, capture=["y"])["y"]
+    assert np.count_nonzero(stored != got["y"]) > 0
+
+
+def _made_by(g: dict, kind: str, name: str, shape: list, s: float, z: int, act, rng) -> str:
+    """An operand of ``shape`` made by ``kind`` through its QuantizeLinear (s, z); ``g`` collects nodes, initializers,
+    graph inputs and feeds.  Kinds: input, Add, AddVec (a constant vector), Sub, Mul, MatMul (constant weights),
+    Conv (1x1), Sigmoid, Tanh, Relu, Gelu, HardSwish, MaxPool, and T:<kind> (made transposed, then a Transpose)."""
+    mid = 0 if act == "int8" else 128
+
+    def inp(nm, sc, zz, shp):
+        i, n = _qdq_in(nm, sc, zz, act)
+        g["inits"] += i
+        g["nodes"] += n
+        g["ins"].append(helper.make_tensor_value_info(nm, TensorProto.FLOAT, shp))
+        g["feeds"][nm] = rng.uniform(-4, 4, shp).astype(F)
+        return nm + "_d"
+
+    def const(nm, codes, sc, zz, dt):
+        g["inits"] += [_init(codes, nm, dt), _init(sc, nm + "_s", F), _init(zz, nm + "_z", dt)]
+        g["nodes"].append(helper.make_node("DequantizeLinear", [nm, nm + "_s", nm + "_z"], [nm + "_d"]))
+        return nm + "_d"
+
+    def op(o, ins, **kw):
+        g["nodes"].append(helper.make_node(o, ins, [name + "_p"], **kw))
+        return name + "_p"
+
+    sr = lambda: float(F(rng.uniform(0.01, 0.05)))  # noqa: E731
+    zr = lambda: int(rng.integers(mid - 98, mid + 98))  # noqa: E731
+    if kind == "input":
+        return inp(name, s, z, shape)
+    if kind.startswith("T:"):
+        perm = list(range(len(shape)))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        t = _made_by(g, kind[2:], name + "t", [shape[i] for i in perm], s, z, act, rng)
+        t = op("Transpose", [t], perm=perm)
+    elif kind in ("Add", "Sub", "Mul"):
+        t = op(kind, [inp(name + "u", sr(), zr(), shape), inp(name + "v", sr(), zr(), shape)])
+    elif kind == "AddVec":
+        c = const(name + "c", rng.integers(mid - 100, mid + 100, shape[-1:]), sr(), zr(), act)
+        t = op("Add", [inp(name + "u", sr(), zr(), shape), c])
+    elif kind == "MatMul":
+        w = const(name + "w", rng.integers(-127, 128, (12, shape[-1])), 0.02, 0, np.int8)
+        t = op("MatMul", [inp(name + "u", sr(), zr(), shape[:-1] + [12]), w])
+    elif kind == "Conv":
+        w = const(name + "w", rng.integers(-127, 128, (shape[1], 6, 1, 1)), 0.03, 0, np.int8)
+        t = op("Conv", [inp(name + "u", sr(), zr(), shape[:1] + [6] + shape[2:]), w])
+    elif kind == "MaxPool":
+        t = op("MaxPool", [inp(name + "u", sr(), zr(), shape[:-1] + [2 * shape[-1]])], kernel_shape=[1, 2],
+               strides=[1, 2])
+    else:  # a one-input activation; a small output scale for Sigmoid / Tanh so the ends of B's range are reached
+        t = op(kind, [inp(name + "u", 4 * sr(), zr(), shape)])
+    io, no = _qdq_out(t, name + "_q", s, z, act)
+    g["inits"] += io
+    g["nodes"] += no
+    return name + "_q_dq"
+
+
+def _produced_job(rng, act, a_kind: str, b_kind: str, za: int, zb: int):
+    """1 x 2 x 8 x 16 @ 1 x 2 x 16 x 8, A and B made by the given ops."""
+    g = {"nodes": [], "inits": [], "ins": [], "feeds": {}}
+    sa = float(F(rng.uniform(0.02, 0.06)))
+    sb = {"Sigmoid": 1 / 200, "Tanh": 1 / 128}.get(b_kind, float(F(rng.uniform(0.02, 0.06))))
+    a = _made_by(g, a_kind, "a", [1, 2, 8, 16], sa, za, act, rng)
+    b = _made_by(g, b_kind, "b", [1, 2, 16, 8], sb, zb, act, rng)
+    g["nodes"].append(helper.make_node("MatMul", [a, b], ["m"]))
+    mid = 0 if act == "int8" else 128
+    io, no = _qdq_out("m", "y", float(F(sa * sb * 4 * 40 * rng.uniform(0.5, 2))), int(rng.integers(mid - 90, mid + 90)),
+                      act)
+    return _model(g["nodes"] + no, g["inits"] + io, g["ins"],
+                  [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, None)]), g["feeds"]
+
+
+B_KINDS = ("Add", "AddVec", "Sub", "MatMul", "T:Add", "T:MatMul", "Mul", "Conv", "Sigmoid", "Tanh", "Relu", "Gelu",
+           "HardSwish")
+A_KINDS = ("Add", "Sub", "Mul", "MatMul", "Conv", "Sigmoid", "Relu", "Gelu", "T:Add")
+
+
+@pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint8", "int8")])
+def test_matmul_of_two_activations_after_compute_ops(tmp_path, arch, act):
+    """B made by each producer measured, its zero point just inside the window around the middle of its type (the
+    re-run onto symmetric int8 for Add / Sub / MatMul, the stored codes for the others), at either edge, just
+    outside it and far from it; A made by each producer measured (read as stored).  Every code equal."""
+    rng = np.random.default_rng(zlib.crc32(repr(("mm_made", arch, act)).encode()))
+    mid = 0 if act == "int8" else 128
+    jobs = []
+    for kind in B_KINDS:
+        for zb in (mid + 6, mid - 16 if kind in ("Add", "Mul") else mid + 16, mid + 17 if kind == "Add" else mid - 60):
+            jobs.append(_produced_job(rng, act, "input", kind, mid, zb))
+    for kind in A_KINDS:
+        jobs.append(_produced_job(rng, act, kind, "input", mid + int(rng.choice([-60, 6, 70])), mid))
+    _check_many(tmp_path, jobs, arch)
+
+
+def test_matmul_of_two_activations_after_unmeasured_producers_is_refused(tmp_path):
+    rng = np.random.default_rng(4)
+    m, _ = _produced_job(rng, "uint8", "input", "MaxPool", 128, 60)
+    assert "B is made by MaxPool" in _refused(tmp_path, m, "qnn-htp-v73")
+    m, _ = _produced_job(rng, "uint8", "MaxPool", "input", 134, 128)
+    assert "A is made by MaxPool" in _refused(tmp_path, m, "qnn-htp-v73")
