@@ -45,7 +45,9 @@ def run(args) -> int:
     check_dump_dir(args.out, args.overwrite)
     graph = load(args.model)
     samples = feed_samples(graph, resolve_inputs(args, graph))
-    results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch, args.arch, args.arm_core)
+    notes: list[str] = []
+    results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch, args.arch, args.arm_core,
+                      notes)
     names = [n for n in results[0] if all(n in r for r in results)]
     if len(results) == 1:
         tensors, k = results[0], None
@@ -53,7 +55,9 @@ def run(args) -> int:
         tensors, k = {n: np.stack([r[n] for r in results]) for n in names}, len(results)
     source = f"runtime:{args.runtime}" + (f" htp_arch={args.htp_arch}" if args.runtime == "qnn-htp" else "") + \
         (f" arch={args.arch} core={args.arm_core} (qemu user-mode emulation)" if args.arch != "x86_64" else "")
-    write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, source,
+    write_npy_dump(args.out, {n: tensors[n] for n in names}, graph, "; ".join([source] + notes),
                    overwrite=args.overwrite, samples=k)
     print(f"captured {len(names)} tensors x {len(results)} sample(s) from {args.runtime} -> {args.out}")
+    for note in notes:
+        print(f"note: {note}")
     return 0

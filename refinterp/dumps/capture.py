@@ -213,9 +213,10 @@ def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:
 
 def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
             ort_opt_level: str = "all", htp_arch: str = "73", arch: str = "x86_64",
-            arm_core: str = "a76") -> list[dict[str, np.ndarray]]:
+            arm_core: str = "a76", notes: list[str] | None = None) -> list[dict[str, np.ndarray]]:
     """``arch`` (``capture_arm64.ARCHES``): x86_64 runs the runtime installed here; arm64 /
-    arm64-tflite2.14 run the aarch64 wheels under qemu on the emulated ``arm_core``."""
+    arm64-tflite2.14 run the aarch64 wheels under qemu on the emulated ``arm_core``.  ``notes`` receives
+    what the user should know about the capture (tensors left out and why)."""
     from .capture_arm64 import ARCHES, EmulatedOrt, capture_litert_arm64
     from .capture_qnn import capture_qnn_htp
 
@@ -251,4 +252,7 @@ def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
         except Exception as e:  # the runtime's own error types (shape/dtype mismatch, unsupported op)
             msg = " ".join(str(e).split())
             raise RefinterpError(f"{runtime} failed: {type(e).__name__}: {msg[:300]}", graph.path) from None
+    if sessions.get("left_out") and notes is not None:
+        notes.append(f"left out {len(sessions['left_out'])} tensor(s) whose exposure changes what the HTP computes "
+                     f"(fused into their consumer on the device): {', '.join(sessions['left_out'])}")
     return out

@@ -55,9 +55,11 @@ def write_tensorproto(path: str | Path, name: str, array: np.ndarray) -> None:
     Path(path).write_bytes(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
-def model_with_all_outputs(path: str | Path, only_ops: frozenset[str] | None = None) -> tuple[bytes, list[str]]:
+def model_with_all_outputs(path: str | Path, only_ops: frozenset[str] | None = None,
+                           only: frozenset[str] | None = None) -> tuple[bytes, list[str]]:
     """Model bytes whose graph outputs are every node output (in execution order), and that list
-    (``only_ops``: the outputs of nodes of those op types only, besides the graph's own outputs)."""
+    (``only_ops``: the outputs of nodes of those op types only; ``only``: those tensors only; besides the
+    graph's own outputs)."""
     import onnx
 
     from .onnx import parse_model
@@ -76,7 +78,7 @@ def model_with_all_outputs(path: str | Path, only_ops: frozenset[str] | None = N
         if only_ops is not None and n.op_type not in only_ops:
             continue
         for o in n.output:
-            if o and o not in names:
+            if o and o not in names and (only is None or o in only):
                 names.append(o)
                 if o not in have:
                     g.output.append(onnx.ValueInfoProto(name=o))

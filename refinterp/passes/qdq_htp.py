@@ -193,22 +193,29 @@ def _producer_kind(p: Node | None, tensors: dict) -> str:
 
 
 # units whose HTP result depends on the op that made their (first non-constant) input's codes
-_BY_PRODUCER = MOVE + ("Relu", "Clip", "TopK", "Mul", "Div")
+_BY_PRODUCER = MOVE + ("Relu", "Clip", "TopK", "Mul", "Div", "HardSwish", "LeakyRelu")
 
 
-def _input_sources(nodes: list[Node], tensors: dict) -> list[Node]:
+def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
     """The attribute ``htp_input_from`` of a data movement, Relu / Clip / TopK or Mul / Div unit names the
     op that made its input codes (``_producer_kind``; Mul / Div: the operand that is not constant).  The
     HTP folds a requantizing move, a Relu / Clip or TopK into some producers and picks the Mul / Div by a
     constant kernel by them, so the kernels run only after the producers measured
-    (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``, activation.py, select.py, elementwise.py).  (Concat:
-    ``_concat_units``.)"""
+    (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``, activation.py, select.py, elementwise.py).
+    ``htp_input_shared``: those codes are read by another node too, or are a graph output (the HTP then
+    keeps the producer's output; it fuses some ops into a producer whose output nothing else needs).
+    (Concat: ``_concat_units``.)"""
     producer = {o: n for n in nodes for o in n.outputs}
+    readers: dict[str, int] = {}
+    for n in nodes:
+        for i in set(n.inputs):
+            readers[i] = readers.get(i, 0) + 1
     out = []
     for n in nodes:
         if n.op in _BY_PRODUCER and n.inputs and n.source_op.startswith("QDQ:"):
             x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
-            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors)))
+            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors),
+                                                  htp_input_shared=readers.get(x, 0) > 1 or x in outputs))
         elif n.op == "MatMul" and n.source_op.startswith("QDQ:") and all(
                 i in tensors and tensors[i].const is None for i in n.inputs[:2]):
             origins = tuple(_origin(i, producer, tensors) for i in n.inputs[:2])
@@ -304,7 +311,8 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_move(n)
         f.fuse_binary(n)
         f.fuse_multi(n)
-    nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
+    nodes = _input_sources(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors,
+                           frozenset(graph.outputs))
     nodes = _encoding_overrides(_input_folds(nodes, f.tensors), f.tensors)
     from .htp_matmul import RERUN, symmetric_operands  # it builds on this module's helpers
     nodes = symmetric_operands(nodes, f.tensors, RERUN)
