@@ -40,9 +40,9 @@ v68 16-bit convolution (Conv, depthwise Conv stride 1, Gemm, MatMul; uint16, and
 with codes and zero points moved by 32768), M as above::
 
     g  = (A >> 8) - round_half_up(Z_x / 256)    A, Z_x as v73's 16-bit rule (htp.py); no bias there
-    Z  = floor((f32(f32(zp_y / M) + f32(bias)) + 1/2) / 256)   the output zero point in accumulator
+    Z  = floor(f32(f32(f32(zp_y / M) + f32(bias)) + 1/2) / 256)   the output zero point in accumulator
                                                 units plus the bias codes as they are, summed in float32,
-                                                then to g units with the half added first
+                                                then to g units with the half added first, in float32
     m  = 256 M rounded to 11 significant bits (half up)    no pre-shift
     y  = clamp(floor((g + Z) m + 1/2), 0, 65535)
 
@@ -57,8 +57,10 @@ with codes and zero points moved by 32768), M as above::
     misses those; v73's rule misses nearly every code; the 8-bit rule's pre-shift (k > 0 below
     M = 2^-12) misses codes, none without it.  The half: a MobileNet block by get_qnn_qdq_config at uint16
     (test_qnn_htp_models.py) has a channel whose float32 sum is 7,219,455.5 -- floor(x / 256) = 28200, the
-    emulator 28201 (233 of 256 codes one or two below it before); rounding x to an integer half up or to
-    even first gives the same there (not separated).
+    emulator 28201 (233 of 256 codes one or two below it before).  The half is added in float32: at M =
+    f32(0.0025) and zero points 32768, 33520, 34000, 40000, f32(zp / M) is 256 n - 1 (float32 spacing 1 above
+    2^23), f32(x + 1/2) rounds to even, 256 n, and the emulator's Z is n (with the half added in float64,
+    n - 1: 299-326 of 512 codes one below; tests/conformance/test_qnn_htp_requant_moves.py found it).
 
 Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
 
@@ -218,13 +220,14 @@ def conv16_apply_v68(g: np.ndarray, z, m) -> np.ndarray:
 
 
 def folded_zero_point16(zero_point_u16: int, M, bias=None) -> np.ndarray:
-    """Z of the v68 16-bit convolution, in g units (module docstring): floor((f32(f32(zp / M) + f32(b)) + 1/2)
-    / 256), per channel (float32 division and sum, the half, one floor at the end)."""
+    """Z of the v68 16-bit convolution, in g units (module docstring): floor(f32(f32(f32(zp / M) + f32(b)) + 1/2)
+    / 256), per channel (float32 division, sum and half -- the half rounds to even in float32 from 2^23 up --
+    and one floor at the end)."""
     f32 = np.float32
     q = (f32(zero_point_u16) / np.asarray(M, f32)).astype(f32)
     if bias is not None:
         q = (q + np.asarray(bias).astype(f32)).astype(f32)
-    return np.floor((q.astype(np.float64) + 0.5) / 256).astype(np.int64)
+    return np.floor((q + f32(0.5)).astype(f32).astype(np.float64) / 256).astype(np.int64)
 
 
 def conv_requant_v68(acc: np.ndarray, M: float, zero_point_u8: int) -> np.ndarray:

@@ -402,3 +402,21 @@ def test_a16_v68_convolution_every_input_code(tmp_path, act):
         m = _conv_model((1, 1, 1, q.size), w, F(ws), bias, xs, xz, ys, yz, act)
         jobs.append((m, {"x": ((q - xz) * F(xs)).astype(F).reshape(1, 1, 1, -1)}))
     assert _check_many(tmp_path, jobs, "68") == 6 * (8 + 1) * q.size  # 8 channels and the input codes
+
+
+def test_a16_v68_folded_zero_point_half_in_float32(tmp_path):
+    """The v68 16-bit folded output zero point adds its half in float32: at M = f32(0.0025) and these zero points
+    f32(z_y / M) is 256 n - 1, where float32's spacing is 1, so f32(x + 1/2) rounds to even, 256 n (the half added in
+    float64 put Z one below: 299-326 codes of 512 one below the emulator in a 3x3 layer); 32769 / 20000: not at a
+    multiple of 256, either way."""
+    rng = np.random.default_rng(17)
+    xs, ws, ys = 0.05 / 256, 0.01, 0.2 / 256
+    jobs = []
+    for yz in (32768, 33520, 40000, 32769, 20000):
+        w = rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
+        m = _conv_model((1, 8, 8, 8), w, F(ws), None, xs, 32768, ys, yz, "uint16", pads=[1, 1, 1, 1])
+        jobs.append((m, {"x": (rng.standard_normal((1, 8, 8, 8)) * 2).astype(F)}))
+        M = F(F(F(xs) * F(ws)) / F(ys))
+        x = F(F(yz) / M)
+        assert yz in (32769, 20000) or float(x) % 256 == 255  # 256 n - 1, as the docstring says
+    _check_many(tmp_path, jobs, "68")

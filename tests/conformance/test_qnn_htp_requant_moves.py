@@ -17,7 +17,7 @@ import refinterp
 from refinterp.errors import UnsupportedOpError
 from refinterp.quant import htp
 from refinterp.kernels.qnn_htp.shape import REQUANT_MEASURED
-from refinterp.passes.qdq_htp import INPUT_FOLDS
+from refinterp.passes.qdq_htp import INPUT_FOLDS, MOVE_FOLDS
 
 from tests.conformance.test_qnn_htp_numerics import _init, _model, check_manifest, run_htp_batch
 from tests.conformance.test_qnn_htp_ops import MAIN, _qdq_in, _qdq_out
@@ -86,6 +86,8 @@ def _job(rng, producer: str, move: str, act: str, expose: bool):
 def _measured(producer: str, move: str, act: str) -> bool:
     if producer == "input" and move in INPUT_FOLDS:  # folded into the input's QuantizeLinear (float input)
         return True
+    if producer in MOVE_FOLDS.get(move, ()) and not (producer == "Add" and act == "uint16"):  # the producer re-run
+        return True  # onto the move's parameters (Pad: edge mode here)
     return (producer, "Resize" if move.startswith("Resize") else move) in REQUANT_MEASURED.get(act, ())
 
 
@@ -96,9 +98,11 @@ CASES = [(a, act) for a in MAIN for act in ("uint8", "int8", "uint16")]
 def test_requantizing_moves_by_producer(tmp_path, arch, act):
     """Every producer x move (16-bit: the moves the HTP rules take at 16 bits), two random parameter sets,
     hidden and exposed intermediates: where measured, every output code equals the emulator; elsewhere the
-    Session is refused naming the requantizing node."""
+    Session is refused naming the requantizing node.  A DepthToSpace or edge Pad after a Conv or an Add is the
+    producer re-run onto the move's parameters (passes/qdq_htp.py ``_move_folds``; refused before)."""
     rng = np.random.default_rng(zlib.crc32(repr(("requant", arch, act)).encode()))
-    moves = [m for m in MOVES if act != "uint16" or m in ("Reshape", "Flatten", "Unsqueeze", "Tile", "Expand")]
+    moves = [m for m in MOVES if act != "uint16" or m in ("Reshape", "Flatten", "Unsqueeze", "Tile", "Expand",
+                                                          "DepthToSpace", "Pad")]
     jobs, refused, checked = [], 0, 0
     for producer in PRODUCERS:
         if act == "uint16" and producer in ("Sigmoid", "MaxPool"):  # not characterised at 16 bits
