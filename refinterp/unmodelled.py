@@ -6,7 +6,8 @@ becomes a stub step.  Running a stub computes nothing: its outputs are *anchored
 values the caller supplies (``diff`` gives the device's own tensors), so that the nodes after it
 still run and compare.  A node whose kernel refuses its inputs only when run (a data-dependent refusal) is
 anchored the same way (``Session.refused_when_run``).  Where no anchored value is given, the stub and the
-nodes that read what it would have made are not computed (``Session.not_computed``); a run without anchors
+nodes that read what it would have made are not computed (``Session.not_computed``) -- such a node's outputs are
+anchored in turn where the caller has them; a run without anchors
 raises the scheme's refusal as a plain Session does.  A plain
 ``Session`` (``run``, ``golden``, ``sensitivity``) never builds stubs: there every node is modelled
 or the model is refused.
@@ -50,6 +51,11 @@ def step_with_anchors(session, step, run, anchors: Mapping[str, np.ndarray], los
     named = [o for o in step.node.outputs if o]
     gone = next((i for i in step.node.inputs if i in lost), None)
     if gone is not None:
+        got = {o: np.asarray(anchors[o]) for o in named if o in anchors}
+        if len(got) == len(named):  # the device's values of its outputs: the nodes after it go on from them
+            session.not_computed[step.node.name] = (f"its input '{gone}' has no value (after a node not modelled); "
+                                                    "the nodes after it ran on the device's values")
+            return got
         session.not_computed[step.node.name] = f"its input '{gone}' has no value (after a node not modelled)"
         lost.update(named)
         return {}

@@ -166,9 +166,10 @@ class Differ:
         refused = {o: why for n, why in self.session.refused_when_run.items() for o in self._outputs[n]}
         for o, why in refused.items():  # anchored on the device's value in this sample: not compared
             self._refused_runs.setdefault(o, [why, 0])[1] += 1
-        for n, why in self.session.not_computed.items():  # no device value to continue from
+        for n, why in self.session.not_computed.items():  # no value computed (the device's, where it has one)
             for o in self._outputs[n]:
                 self._not_computed.setdefault(o, why)
+                refused.setdefault(o, why)  # not compared in this sample
         if self.keep_reference:
             self.reference_samples.append(ref)
         if si == 0:  # tensors whose shape only the run tells

@@ -63,15 +63,34 @@ def test_diff_reports_the_stub_and_compares_the_rest_from_the_device_values(tmp_
 
 def test_diff_without_the_stubs_output_in_the_dump_leaves_what_follows_uncomputed(tmp_path):
     """No device value of the stub's output (a float op between QDQ units, which a capture of QuantizeLinear
-    outputs does not hold): the nodes reading it are not computed and say so; what comes before is compared."""
+    outputs does not hold) nor of what follows: the nodes reading it are not computed and say so; what comes
+    before is compared."""
     g, scheme = cnn(), no_relu(tmp_path)
     vals = device_run(g, x_img())
-    del vals["relu1"]
+    del vals["relu1"], vals["conv2"]
     res = Differ(g, scheme).run(as_dump(vals))
     by = {t.name: t for t in res.tensors}
     assert by["conv1/out:0"].status == "exact" and res.passed
     assert all(by[n].status == "unmodelled" for n in ("relu1", "conv2", "out"))
     assert any("no value" in n for n in by["relu1"].notes) and any("not computed" in n for n in by["out"].notes)
+
+
+def test_diff_goes_on_from_the_device_values_after_a_node_it_could_not_compute(tmp_path):
+    """The dump lacks the stub's output but has the next node's: that node is not computed (and not compared),
+    the nodes after it run on its device values and are compared (a capture of QuantizeLinear outputs: the float
+    op's output missing, the next unit's codes there).  A fault further down is still found."""
+    g, scheme = cnn(), no_relu(tmp_path)
+    vals = device_run(g, x_img())
+    del vals["relu1"]
+    res = Differ(g, scheme).run(as_dump(vals))
+    by = {t.name: t for t in res.tensors}
+    assert by["relu1"].status == "unmodelled" and by["conv2"].status == "unmodelled"
+    assert any("ran on the device's values" in n for n in by["conv2"].notes) and by["conv2"].metrics is None
+    assert by["out"].status == "exact" and res.passed
+    vals = device_run(g, x_img(), fault="out")
+    del vals["relu1"]
+    res = Differ(g, scheme).run(as_dump(vals))
+    assert res.first_divergence.name == "out" and not res.passed
 
 
 def test_inspect_lists_the_nodes_a_scheme_does_not_model(tmp_path, capsys):
