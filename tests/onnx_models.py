@@ -207,6 +207,21 @@ def detection_head(seed: int = 3) -> ModelProto:
                    [helper.make_tensor_value_info("det", TensorProto.FLOAT, [1, 64, 9])], opset=17)
 
 
+def super_resolution(seed: int = 4) -> ModelProto:
+    """ESPCN-style x3 super-resolution: Conv 5x5 + Tanh, Conv 3x3 + Tanh, Conv 3x3 to 9 channels, DepthToSpace
+    (the pixel shuffle, CRD), Clip to [0, 1]."""
+    b = _Builder(seed)
+    x = "input"
+    h = b.op("Tanh", [b.op("Conv", [x, b.w("c1", (16, 1, 5, 5)), b.w("c1b", (16,), 0.1)], pads=[2, 2, 2, 2])])
+    h = b.op("Tanh", [b.op("Conv", [h, b.w("c2", (8, 16, 3, 3), 0.2), b.w("c2b", (8,), 0.1)], pads=[1, 1, 1, 1])])
+    h = b.op("Conv", [h, b.w("c3", (9, 8, 3, 3), 0.2), b.w("c3b", (9,), 0.1)], pads=[1, 1, 1, 1])
+    h = b.op("DepthToSpace", [h], blocksize=3, mode="CRD")
+    b.op("Clip", [h, b.w("lo", (), value=0.0), b.w("hi", (), value=1.0)])
+    b.nodes[-1].output[0] = "out"
+    return b.model("super_resolution", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 1, 12, 12])],
+                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 1, 36, 36])], opset=17)
+
+
 def transformer_block(gelu: str = "op", seed: int = 1, seq: int = 8, dim: int = 16, heads: int = 2,
                       vocab: int = 20) -> ModelProto:
     """Token embedding (Gather) + positional add, pre-LN self-attention and MLP, residuals.
