@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
-from tests.conformance.test_qnn_htp_numerics import _init, _model, run_htp_batch
+from tests.conformance.test_qnn_htp_numerics import _init, _model, htp_batch_outputs
 from tests.conformance.test_qnn_htp_ops import _qdq_in, _qdq_out
 
 try:
@@ -58,18 +58,7 @@ def _job(rng, producer: str, act: str, dt: str, shared: bool = False):
 
 def _deployed(tmp_path, jobs, arch: str) -> list[dict]:
     """The emulator's graph outputs of each (model, feeds, outputs), the models unchanged."""
-    manifest = []
-    for i, (m, feeds, outs) in enumerate(jobs):
-        mp, fp, op = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
-        mp.write_bytes(m.SerializeToString())
-        np.savez(fp, **feeds)
-        manifest.append([str(mp), str(fp), str(op), arch, outs])
-    run_htp_batch(tmp_path, manifest)
-    got = []
-    for _, _, op, _, outs in manifest:
-        with np.load(op, allow_pickle=False) as f:
-            got.append({k: f[k] for k in outs})
-    return got
+    return htp_batch_outputs(tmp_path, jobs, arch)
 
 
 def _table(m, act: str, codes, dt: str) -> np.ndarray:

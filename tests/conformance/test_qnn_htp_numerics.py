@@ -46,6 +46,23 @@ def run_htp_batch(tmp_path: Path, manifest: list) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def htp_batch_outputs(tmp_path: Path, jobs: list, arch: str) -> list[dict[str, np.ndarray]]:
+    """The named outputs of each (model, feeds, names) job from the emulator, every model in one subprocess
+    (``run_htp_batch``); the models are written to tmp_path as m<i>.onnx, as given."""
+    manifest = []
+    for i, (m, feeds, names) in enumerate(jobs):
+        mp, fp, op = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
+        mp.write_bytes(m.SerializeToString())
+        np.savez(fp, **feeds)
+        manifest.append([str(mp), str(fp), str(op), arch, list(names)])
+    run_htp_batch(tmp_path, manifest)
+    outs = []
+    for _, _, op, _, names in manifest:
+        with np.load(op, allow_pickle=False) as f:
+            outs.append({k: f[k] for k in names})
+    return outs
+
+
 def check_manifest(manifest: list) -> int:
     """refinterp's Session (scheme qnn-htp-v<arch>) on every job of a ``run_htp_batch`` manifest: each named
     output equals the emulator's, code for code; returns the number of codes compared."""

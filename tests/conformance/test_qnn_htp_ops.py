@@ -18,7 +18,7 @@ from refinterp.errors import UnsupportedOpError
 from refinterp.passes.qdq_htp import INPUT_FOLDS
 from refinterp.quant import htp_ops
 
-from tests.conformance.test_qnn_htp_numerics import _init, _model, run_htp_batch
+from tests.conformance.test_qnn_htp_numerics import _init, _model, htp_batch_outputs
 
 try:
     import onnxruntime_qnn  # noqa: F401
@@ -57,19 +57,11 @@ def _with_outputs(m, names):
 def _htp_many(tmp_path, jobs: list[tuple], arch: str) -> list[dict[str, np.ndarray]]:
     """Every job's QuantizeLinear outputs (and int64 graph outputs: TopK's indices) from the emulator, all
     models in one subprocess."""
-    manifest = []
-    for i, (m, feeds) in enumerate(jobs):
-        mp, fp, op = tmp_path / f"m{i}.onnx", tmp_path / f"f{i}.npz", tmp_path / f"o{i}.npz"
-        mp.write_bytes(_with_outputs(m, _q_outputs(m)).SerializeToString())
-        np.savez(fp, **feeds)
+    tapped = []
+    for m, feeds in jobs:
         ints = [o.name for o in m.graph.output if o.type.tensor_type.elem_type == TensorProto.INT64]
-        manifest.append([str(mp), str(fp), str(op), arch, _q_outputs(m) + ints])
-    run_htp_batch(tmp_path, manifest)
-    outs = []
-    for _, _, op, _, names in manifest:
-        with np.load(op, allow_pickle=False) as f:
-            outs.append({k: f[k] for k in names})
-    return outs
+        tapped.append((_with_outputs(m, _q_outputs(m)), feeds, _q_outputs(m) + ints))
+    return htp_batch_outputs(tmp_path, tapped, arch)
 
 
 def _check_many(tmp_path, jobs: list[tuple], arch: str) -> int:
