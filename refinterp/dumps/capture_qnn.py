@@ -102,6 +102,9 @@ def _faithful_taps(graph, taps: tuple[str, ...], feed, htp_arch, cache) -> tuple
     last of the shortest failing prefix, by bisection (about log2(len(taps)) sessions per tap left out)."""
     kept = list(taps)
     while _run_tapped(graph, tuple(kept), feed, htp_arch, cache) is None:
+        if not kept:  # the graph outputs alone differ from the plain session: not the taps
+            raise RefinterpError("qnn-htp: the emulator gives this model's outputs differently from run to run; no "
+                                 "faithful capture", graph.path)
         lo, hi = 0, len(kept)  # the first lo taps are faithful, the first hi are not
         while hi - lo > 1:
             mid = (lo + hi) // 2

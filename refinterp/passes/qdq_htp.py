@@ -191,7 +191,9 @@ MOVE_FOLDS = {"DepthToSpace": ("Conv", "DepthwiseConv", "Add"), "Pad": ("Conv", 
 
 def _folds(n: Node, p: Node | None, t, y) -> bool:
     """Whether the move ``n`` (input ``t`` made by ``p``, output ``y``) is folded into ``p`` as measured."""
-    if p is None or t is None or y is None or t.quant is None or y.quant is None or not n.source_op.startswith("QDQ:"):
+    if p is None or t is None or y is None or t.quant is None or y.quant is None:
+        return False
+    if not n.source_op.startswith("QDQ:"):
         return False
     if n.op == "Pad" and n.attrs.get("mode", "constant") in ("constant", b"constant"):
         return False

@@ -152,8 +152,8 @@ def _prepare(node, ctx, arch: str = "v73") -> HtpLutPlan:
         # the HTP gave code 138, the float64 table 137)
         near = np.maximum(near, 4 * np.spacing(np.abs(t32).astype(np.float32)).astype(np.float64))
     if np.any(np.abs(t - np.floor(t) - 0.5) < near) or np.any(np.abs(t32 - np.floor(t32) - 0.5) < near):
-        raise UnsupportedOpError(f"{where(node)}: a table entry lies on (or within {np.max(near):g} of) a rounding tie, "
-                                 "where the HTP's rounding is not characterised")
+        raise UnsupportedOpError(f"{where(node)}: a table entry lies on (or within {np.max(near):g} of) a rounding "
+                                 "tie, where the HTP's rounding is not characterised")
     table = np.clip(np.floor(t + 0.5) + zy, lo, hi).astype(ctx.outputs[0].dtype)
     return HtpLutPlan(table, lo, ctx.outputs[0].dtype)
 
