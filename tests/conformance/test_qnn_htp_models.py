@@ -1,7 +1,8 @@
 """Whole QDQ models on Qualcomm's HTP emulation (onnxruntime-qnn 2.7.0) against refinterp's
 ``qnn-htp-v68`` / ``qnn-htp-v73`` schemes: every QuantizeLinear output (the HTP's quantized
-activations) and the float output, code for code; ``capture --runtime qnn-htp`` -> ``diff --explain``
-names the matching scheme.  The emulator runs in a subprocess (the CLI / _qnn_oracle.py)."""
+activations) and the float output, code for code, with the model's outputs as deployed (nothing exposed)
+checked equal to the exposed run's; ``capture --runtime qnn-htp`` -> ``diff --explain`` names the matching
+scheme.  The emulator runs in a subprocess (the CLI / _qnn_oracle.py)."""
 from __future__ import annotations
 
 import json
@@ -62,20 +63,30 @@ def models(tmp_path_factory):
 
 
 def _htp_outputs(model: Path, feeds: Path, arch: str, d: Path) -> dict[str, np.ndarray]:
-    """Every QuantizeLinear output and the graph outputs, from the emulator."""
+    """Every QuantizeLinear output and the graph outputs, from the emulator; the model is run as deployed too
+    (nothing exposed) and its graph outputs must be the tapped run's -- exposing a tensor keeps the HTP from
+    fusing some ops into its producer (tests/conformance/test_qnn_htp_fused.py), so the comparison below holds
+    for the deployed device only with this check."""
     from refinterp.loaders.onnx_dump_io import model_with_all_outputs
 
     data, _ = model_with_all_outputs(str(model), only_ops=frozenset({"QuantizeLinear"}))
     tapped = d / f"tapped_{model.stem}.onnx"
     tapped.write_bytes(data)
-    out = d / f"htp_{model.stem}_{arch}.npz"
-    r = subprocess.run([sys.executable, str(ORACLE), str(tapped), str(feeds), str(out), arch],
+    out, plain = d / f"htp_{model.stem}_{arch}.npz", d / f"htp_{model.stem}_{arch}_deployed.npz"
+    finals = [o.name for o in onnx.load(str(model)).graph.output]
+    jobs = d / f"jobs_{model.stem}_{arch}.json"
+    jobs.write_text(json.dumps([[str(tapped), str(feeds), str(out), arch, []],
+                                [str(model), str(feeds), str(plain), arch, finals]]))
+    r = subprocess.run([sys.executable, str(ORACLE), "--batch", str(jobs)],
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     if r.returncode < 0:
         pytest.fail(f"finding: the HTP emulator aborted (signal {-r.returncode}) on {model.name}")
     assert r.returncode == 0, r.stderr[-2000:]
-    with np.load(out, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    with np.load(out, allow_pickle=False) as f, np.load(plain, allow_pickle=False) as g:
+        got = {k: f[k] for k in f.files}
+        for k in finals:
+            assert np.array_equal(g[k], got[k], equal_nan=True), f"exposing the tensors changes output {k}"
+    return got
 
 
 CASES = [(a, act, pc) for a in ("68", "73", "69", "75", "79", "81") for act in ("uint8", "int8")
