@@ -84,31 +84,30 @@ def _tapped_session(graph: Graph, taps: tuple[str, ...], htp_arch: str, cache: d
     return cache["tapped", taps]
 
 
-def _run_tapped(graph, taps, feed, htp_arch, cache) -> dict[str, np.ndarray] | None:
-    """The tapped session's outputs, or None when its final outputs differ from the plain session's."""
+def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache) -> dict[str, np.ndarray] | None:
+    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's)."""
     sess = _tapped_session(graph, taps, htp_arch, cache)
     names = [o.name for o in sess.get_outputs()]
     got = dict(zip(names, sess.run(names, feed)))
-    plain = cache["plain"]
-    for o, v in zip([o.name for o in plain.get_outputs()], plain.run(None, feed)):
+    for o, v in want.items():
         if not np.array_equal(np.asarray(got.get(o)), np.asarray(v), equal_nan=True):
             return None
     return got
 
 
-def _faithful_taps(graph, taps: tuple[str, ...], feed, htp_arch, cache) -> tuple[str, ...]:
+def _faithful_taps(graph, taps: tuple[str, ...], feed, want: dict, htp_arch, cache) -> tuple[str, ...]:
     """``taps`` less those whose exposure changes what the HTP computes (the HTP fuses some ops into their
     producer -- v73 Conv + HardSwish -- unless the producer's output is needed; measured): each found as the
     last of the shortest failing prefix, by bisection (about log2(len(taps)) sessions per tap left out)."""
     kept = list(taps)
-    while _run_tapped(graph, tuple(kept), feed, htp_arch, cache) is None:
+    while _run_tapped(graph, tuple(kept), feed, want, htp_arch, cache) is None:
         if not kept:  # the graph outputs alone differ from the plain session: not the taps
             raise RefinterpError("qnn-htp: the emulator gives this model's outputs differently from run to run; no "
                                  "faithful capture", graph.path)
         lo, hi = 0, len(kept)  # the first lo taps are faithful, the first hi are not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if _run_tapped(graph, tuple(kept[:mid]), feed, htp_arch, cache) is None:
+            if _run_tapped(graph, tuple(kept[:mid]), feed, want, htp_arch, cache) is None:
                 hi = mid
             else:
                 lo = mid
@@ -133,10 +132,12 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
             msg = " ".join(str(e).split())
             raise RefinterpError(f"qnn-htp refused the model (the QNN EP takes QDQ models whose every op runs on "
                                  f"the HTP): {msg[:300]}", graph.path) from None
-    got = _run_tapped(graph, cache["taps"], feed, htp_arch, cache)
+    plain = cache["plain"]
+    want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, feed)))  # once per sample
+    got = _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
     if got is None:
-        cache["taps"] = _faithful_taps(graph, cache["taps"], feed, htp_arch, cache)
-        got = _run_tapped(graph, cache["taps"], feed, htp_arch, cache)
+        cache["taps"] = _faithful_taps(graph, cache["taps"], feed, want, htp_arch, cache)
+        got = _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
     out = {n: feed[n] for n in graph.inputs if n in feed}
     out.update({n: np.asarray(v) for n, v in got.items()})
     order = list(graph.inputs) + [o for nd in graph.nodes for o in nd.outputs if o]

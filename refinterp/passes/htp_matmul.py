@@ -14,7 +14,7 @@ import dataclasses
 
 from ..ir import Node, QuantParams
 from ..quant import htp_weights
-from .qdq_htp import _COPIES, _producer_kind, _same_quant
+from .qdq_htp import _producer_kind, _rerun, copies_back
 
 # producers the HTP runs a second time onto symmetric int8 for such a B (measured, v68 and v73: the re-run 0 codes
 # off; Conv, Mul, Sigmoid, Tanh, Relu, Gelu and HardSwish are read as stored there: kernels/qnn_htp/matmul_act.py)
@@ -28,18 +28,12 @@ def near_middle(t) -> bool:
 
 
 def _chain(name: str, producer: dict, tensors: dict) -> list[Node]:
-    """The nodes that made ``name``'s codes: the copies (same parameters) back to the op that computed them,
-    that op first; [] when the codes come from a graph input's QuantizeLinear or no producer."""
-    chain = []
-    p = producer.get(name)
-    while (p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors
-           and _same_quant(tensors[p.inputs[0]].quant, tensors[name].quant)):
-        chain.append(p)
-        name = p.inputs[0]
-        p = producer.get(name)
+    """The nodes that made ``name``'s codes: the op that computed them, then the copies after it; [] when the
+    codes come from a graph input's QuantizeLinear or no producer."""
+    p, copies = copies_back(name, producer, tensors)
     if _producer_kind(p, tensors) == "input" or len(p.outputs) != 1:
         return []
-    return [p] + chain[::-1]
+    return [p] + copies
 
 
 def symmetric_operands(nodes: list[Node], tensors: dict, rerun: tuple[str, ...]) -> list[Node]:
@@ -47,7 +41,7 @@ def symmetric_operands(nodes: list[Node], tensors: dict, rerun: tuple[str, ...])
     that op and its copies onto B's scale and the middle zero point (attribute ``htp_b_symmetric`` = the op)."""
     producer = {o: n for n in nodes for o in n.outputs}
     out: list[Node] = []
-    made: dict[str, str] = {}
+    made: set[str] = set()
     for n in nodes:
         b = n.inputs[1] if n.op == "MatMul" and len(n.inputs) > 1 else None
         t = tensors.get(b) if b is not None else None
@@ -60,10 +54,8 @@ def symmetric_operands(nodes: list[Node], tensors: dict, rerun: tuple[str, ...])
         for p in chain:
             new = f"{p.outputs[0]}::htp_int8"
             if new not in made:
-                inputs = list(p.inputs) if prev is None else [prev] + list(p.inputs[1:])
-                tensors[new] = dataclasses.replace(tensors[p.outputs[0]], name=new, quant=q)
-                out.append(Node(f"{p.name}::htp_int8", p.op, inputs, [new], dict(p.attrs), p.source_op, p.index))
-                made[new] = p.op
+                out.append(_rerun(p, "htp_int8", q, tensors, None if prev is None else [prev, *p.inputs[1:]]))
+                made.add(new)
             prev = new
         out.append(dataclasses.replace(n, inputs=[n.inputs[0], prev, *n.inputs[2:]],
                                        attrs=dict(n.attrs, htp_b_symmetric=chain[0].op)))

@@ -142,6 +142,16 @@ def _same_quant(a, b) -> bool:
             and np.array_equal(a.zero_point, b.zero_point) and a.axis == b.axis)
 
 
+def _rerun(p: Node, suffix: str, quant, tensors: dict, inputs: list[str] | None = None) -> Node:
+    """A clone of the one-output producer ``p`` whose output ``<p's output>::<suffix>`` carries ``quant`` (the HTP
+    computing that op a second time onto other parameters); ``inputs``: other inputs than p's own."""
+    out = p.outputs[0]
+    clone = f"{out}::{suffix}"
+    tensors[clone] = dataclasses.replace(tensors[out], name=clone, quant=quant)
+    return Node(f"{p.name}::{suffix}", p.op, list(p.inputs if inputs is None else inputs), [clone], dict(p.attrs),
+                p.source_op, p.index)
+
+
 def _relu_into_lower(t, oq) -> bool:
     """An input on a Relu range (zero point at its lowest code) into a Concat whose zero point is higher:
     the re-run is floored at 0.0 there and still 1 code off on 12-84 of 512 (measured): not characterised."""
@@ -173,10 +183,8 @@ def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
             if p.op not in CONCAT_FOLDS or len(p.outputs) != 1 or _relu_into_lower(t, oq):
                 unmeasured.append(name)
                 continue
-            clone = f"{name}::{n.name}"
-            tensors[clone] = dataclasses.replace(t, name=clone, quant=oq)
-            out.append(Node(f"{p.name}::{n.name}", p.op, list(p.inputs), [clone], dict(p.attrs), p.source_op, p.index))
-            inputs[k] = clone
+            out.append(_rerun(p, n.name, oq, tensors))
+            inputs[k] = out[-1].outputs[0]
         attrs = dict(n.attrs, htp_concat_unmeasured=unmeasured) if unmeasured else n.attrs
         out.append(dataclasses.replace(n, inputs=inputs, attrs=attrs))
     return out
@@ -216,10 +224,8 @@ def _move_folds(nodes: list[Node], tensors: dict) -> list[Node]:
         if not _folds(n, p, t, y):
             out.append(n)
             continue
-        clone = f"{x}::{n.name}"
-        tensors[clone] = dataclasses.replace(t, name=clone, quant=y.quant)
-        out.append(Node(f"{p.name}::{n.name}", p.op, list(p.inputs), [clone], dict(p.attrs), p.source_op, p.index))
-        out.append(dataclasses.replace(n, inputs=[clone, *n.inputs[1:]]))
+        out.append(_rerun(p, n.name, y.quant, tensors))
+        out.append(dataclasses.replace(n, inputs=[out[-1].outputs[0], *n.inputs[1:]]))
     return out
 
 
@@ -270,15 +276,23 @@ def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
 _COPIES = tuple(op for op in MOVE if op not in ("MaxPool", "Pad", "Resize")) + ("Split",)
 
 
-def _origin(name: str, producer: dict, tensors: dict) -> str:
-    """``_producer_kind`` of the op that made a tensor's codes, looking through copies (a MatMul of two
-    activations: the HTP reads some producers' operands otherwise than their stored codes, passes/htp_matmul.py)."""
+def copies_back(name: str, producer: dict, tensors: dict) -> tuple[Node | None, list[Node]]:
+    """The node that made a tensor's codes, looking through copies (same parameters on both sides), and those
+    copies from it onwards."""
+    copies = []
     p = producer.get(name)
     while (p is not None and p.op in _COPIES and p.inputs and p.inputs[0] in tensors
            and _same_quant(tensors[p.inputs[0]].quant, tensors[name].quant)):
+        copies.append(p)
         name = p.inputs[0]
         p = producer.get(name)
-    return _producer_kind(p, tensors)
+    return p, copies[::-1]
+
+
+def _origin(name: str, producer: dict, tensors: dict) -> str:
+    """``_producer_kind`` of the op that made a tensor's codes, looking through copies (a MatMul of two
+    activations: the HTP reads some producers' operands otherwise than their stored codes, passes/htp_matmul.py)."""
+    return _producer_kind(copies_back(name, producer, tensors)[0], tensors)
 
 
 # requantizing data movement the HTP folds into a graph input's QuantizeLinear: the float input clamped to
