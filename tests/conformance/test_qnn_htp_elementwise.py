@@ -255,9 +255,10 @@ TABLE_OPS = {  # op -> (attributes, float64 function for choosing an output rang
 
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
 def test_more_table_activations_every_code(tmp_path, arch, act):
-    """Elu / Gelu (both forms) / Softplus / Exp / Relu / LeakyRelu / HardSigmoid: the table rule of
-    kernels/qnn_htp/activation.py over every input code, 2 scale sets each (output range from the
-    function's range); LeakyRelu / HardSigmoid on int8 are refused (the QNN EP does not take them)."""
+    """Elu / Gelu (both forms) / Softplus / Exp / Relu / LeakyRelu: the table rule of
+    kernels/qnn_htp/activation.py over every input code, and HardSigmoid its float32 path, 2 scale sets each
+    (output range from the function's range); LeakyRelu / HardSigmoid on int8 are refused (the QNN EP does
+    not take them)."""
     info = np.iinfo(act)
     lo, hi = int(info.min), int(info.max)
     rng = np.random.default_rng(61 + int(arch) + (act == "int8"))

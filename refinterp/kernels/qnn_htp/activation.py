@@ -1,5 +1,5 @@
-"""HTP Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu and
-HardSigmoid (uint8 only: the QNN EP takes them on the HTP with uint8 tensors only) and the SiLU unit (a
+"""HTP Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip, HardSigmoid (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu (uint8
+only: the QNN EP takes it on the HTP with uint8 tensors only) and the SiLU unit (a
 Mul of x by its own Sigmoid, which the HTP runs as one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit
 activations (v68 and v73 alike): a 256-entry table of the float64 function of the dequantized code,
 rounded to the nearest output code.
@@ -7,16 +7,17 @@ rounded to the nearest output code.
     y[q] = clamp(round(f((q - zp_x) * s_x) / s_y) + zp_y)
 
 Evidence: every input code at 12 random scale sets per op and arch gives 0 differences from this
-(Elu, Gelu, Softplus, Exp, Relu, LeakyRelu, HardSigmoid: 3 sets per op, arch and type, 0 of 768 each)
+(Elu, Gelu, Softplus, Exp, Relu, LeakyRelu: 3 sets per op, arch and type, 0 of 768 each)
 (float32 evaluation followed by the HTP's float16 QuantizeLinear differs on 38-80 of 3,072).  Exact
 ties are *not* characterised: on power-of-two scale ratios HardSwish entries that are exactly n + 1/2
 go up, down or away from zero by no float32 or float16 evaluation order tried; a node whose table has
 an entry within 1e-9 of a tie is refused.
 
-Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin and Clip (constant bounds) take a float32
-path instead (the one of Add / Sub with a constant, elementwise.py): x = f32((q - zp_x) s_x), v = the
+Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip (constant bounds) and HardSigmoid
+(uint8 only, as LeakyRelu) take a float32 path instead (the one of Add / Sub with a constant, elementwise.py): x = f32((q - zp_x) s_x), v = the
 float32 function (sqrt, sin, cos, atan, asin correctly rounded; log as NumPy's float32 log; Round half
-to even, as ONNX; Clip as max-then-min with the float32 bounds), t = f32(f32(v * f32(1 / s_y)) + zp_y)
+to even, as ONNX; Clip as max-then-min with the float32 bounds; HardSigmoid as f32(f32(alpha x) + beta)
+clamped to [0, 1]), t = f32(f32(v * f32(1 / s_y)) + zp_y)
 with the uint8-domain zero point (int8 + 128), rounded half to even; NaN (Sqrt of a negative, Asin
 outside [-1, 1]) gives the largest code, Log of 0 or a negative the smallest.  Evidence: every code at
 10 scale sets per op (five with power-of-two ratios, exact ties for Abs / Floor), v73 uint8 and int8,
@@ -26,7 +27,10 @@ Clip (bounds -1.3 .. 2.1, 0 .. 6, 0 ..): every code at 6 scale sets per op, type
 (68, 73), exact ties among them: 0 off; Sin / Cos / Atan at 26 more sets per type on v73: 0 off but for
 one Atan entry whose t lay 1.5e-5 below a tie (the HTP's atan is a few ulps off the correctly rounded
 one there), so a node whose Sin / Cos / Atan / Asin entry changes code within 4 float32 ulps of v is
-refused.  16-bit Clip / Round / Sin follow neither this path nor the float64 table (thousands of codes
+refused.  HardSigmoid: 150 sets built to put one entry within 3e-8 .. 3e-5 of a rounding tie (alpha
+1/6, 0.2, 1/3, 0.15, beta 0.4 .. 0.6, output zero points 0 .. 99), v68 and v73: 0 off, where the float64 table
+misses 8-16 codes per 30 sets (found on a MobileNetV3's squeeze-excitation gate: 2 of 120 codes).
+16-bit Clip / Round / Sin follow neither this path nor the float64 table (thousands of codes
 off): 8-bit only.  Neg (65 of 2,560 off) and Reciprocal (5-66 of 256, near ties: an approximate
 reciprocal) follow neither: refused; so is PRelu (it depends on the producer: MEASURED.md).
 
@@ -71,7 +75,6 @@ _FUNCS = {
     "Exp": lambda x, n: np.exp(x),
     "Relu": lambda x, n: np.maximum(x, 0.0),
     "LeakyRelu": lambda x, n: np.where(x >= 0, x, _f32(n, "alpha", 0.01) * x),
-    "HardSigmoid": lambda x, n: np.clip(_f32(n, "alpha", 0.2) * x + _f32(n, "beta", 0.5), 0.0, 1.0),
 }
 # measured on uint8 only: the QNN EP does not take these with int8 tensors (CPU fallback needed)
 _UINT8_ONLY = ("LeakyRelu", "HardSigmoid")
@@ -209,6 +212,9 @@ def _float_path_prepare(node, ctx) -> HtpLutPlan:
         _require_graph_input(node)
     if ctx.inputs[0].dtype != ctx.outputs[0].dtype:
         raise UnsupportedOpError(f"{where(node)}: mixed input / output types are not characterised on the HTP")
+    if node.op in _UINT8_ONLY and ctx.inputs[0].dtype != "uint8":
+        raise UnsupportedOpError(f"{where(node)}: onnxruntime-qnn's QNN EP does not run {node.op} on int8 tensors "
+                                 "on the HTP (measured), so it is not characterised there")
     (sx, zx), (sy, zy) = qparams(ctx.inputs[0], node, "X"), qparams(ctx.outputs[0], node, "Y")
     lo, hi = qrange(ctx.outputs[0].dtype)
     shift = shift_of(ctx.outputs[0].dtype)
@@ -218,6 +224,10 @@ def _float_path_prepare(node, ctx) -> HtpLutPlan:
         cmin, cmax = _clip_bounds(node, ctx)
         v = x if cmin is None else np.maximum(x, cmin)
         v = v if cmax is None else np.minimum(v, cmax)  # min > max: max everywhere (ONNX's order)
+    elif node.op == "HardSigmoid":
+        # f32(f32(alpha x) + beta) clamped to [0, 1]: two float32 roundings (no fused multiply-add)
+        ax = (np.float32(_f32(node, "alpha", 0.2)) * x).astype(f32)
+        v = np.clip((ax + f32(_f32(node, "beta", 0.5))).astype(f32), f32(0), f32(1))
     else:
         with np.errstate(all="ignore"):
             v = _FLOAT_PATH[node.op](x).astype(f32)
@@ -245,5 +255,5 @@ def _run(p: HtpLutPlan, x, *bounds):
 for _variant, _arch in ARCHS.items():
     for _op in _FUNCS:
         htp_kernel(_op, _variant, functools.partial(_prepare, arch=_arch))(_run)
-    for _op in (*_FLOAT_PATH, "Clip"):
+    for _op in (*_FLOAT_PATH, "Clip", "HardSigmoid"):
         htp_kernel(_op, _variant, _float_path_prepare)(_run)
