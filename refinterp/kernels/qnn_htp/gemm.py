@@ -21,7 +21,9 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
   bits the HTP runs one convolution per output phase, so Z is per phase (``_tconv_phase_z``).  A dilated
   one the QNN EP does not take (measured); grouped, 1-D and 3-D ones are not measured: refused.
 * Depthwise Conv with stride 2 (both archs): its own kernel, ``htp_ops.dw_stride2_requant`` (15-bit
-  multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).
+  multiplier, no pre-shift); multipliers M >= 1/2 there are refused (not characterised).  A strided 1x1
+  depthwise Conv takes the arch's convolution rule instead; v68's 1x1 depthwise with a stride of 1 and v73's
+  by (2, 2) on 2-4 channels are refused (measured: another kernel, one value per channel).
 * uint8 weights with a zero point (one scale): re-quantized per output channel to symmetric int8 as
   the HTP does (refinterp/quant/htp_weights.py), then the per-channel rule of the arch; the stride-2
   depthwise kernel takes w - z_w as it is.
@@ -30,7 +32,8 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
 Refused at prepare: a dilated Conv with strides above 1 (measured: 1-20 codes in 2,000-9,000 off the
 convolution rule, not identified; dilated depthwise ones and dilated stride 1 follow the rules above), int8
 weights with a zero point other than 0 (not
-measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured),
+measured), uint8 weights with per-channel scales (the QNN EP leaves such a node unassigned: measured) or on int8
+activations (measured: 42-297 codes of 512-1,800 off the rule that holds on uint8 activations),
 Gemm with alpha / beta other than 1, float outputs.
 """
 from __future__ import annotations
@@ -93,10 +96,29 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
     if w.dtype == "int8" and np.any(np.asarray(plan.zw) != 0):
         raise UnsupportedOpError(f"{where(node)}: int8 weights with a zero point other than 0 are not characterised "
                                  "on the HTP")
+    if w.dtype == "uint8" and x.dtype == "int8":
+        raise UnsupportedOpError(f"{where(node)}: uint8 weights with int8 activations: the HTP computes another result "
+                                 "than with the same layer on uint8 activations (42-297 codes of 512-1,800 off "
+                                 "the uint8 weight rule, Conv and depthwise, v68 and v73: measured), not characterised")
     if w.dtype == "uint8" and ws.size != 1:  # measured: the QNN EP leaves the node unassigned, the session fails
         raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
                                  "them onto the HTP (measured), so they have one scale only here")
-    dw_strided = kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ())
+    depthwise = kind == "DepthwiseConv"
+    strided = depthwise and any(int(v) != 1 for v in plan.fplan.strides or ())
+    pointwise = depthwise and all(int(v) == 1 for v in plan.fplan.kernel_shape)
+    if pointwise and arch == "v68" and any(int(v) == 1 for v in plan.fplan.strides or (1,)):
+        raise UnsupportedOpError(f"{where(node)}: a 1x1 depthwise Conv with strides {list(plan.fplan.strides)}: v68 "
+                                 "runs another kernel there (1-62 codes off the depthwise and the convolution rules "
+                                 "and a Mul by the weights: measured), not characterised")
+    if pointwise and arch == "v73" and [int(v) for v in plan.fplan.strides] == [2, 2] \
+            and 2 <= np.shape(w.const)[0] <= 4:
+        raise UnsupportedOpError(f"{where(node)}: a 1x1 depthwise Conv with strides [2, 2] on 2-4 channels: v73 gives "
+                                 "one value per channel there, not a convolution (measured; 1 and 5 or more channels, "
+                                 "other strides follow the convolution rule), not characterised")
+    # a strided 1x1 depthwise Conv takes the convolution rule, not the strided depthwise kernel (measured: 0 off at
+    # strides 2 / 3 on both archs, (1, 2) / (2, 1) on v73, per-tensor / per-channel int8 weights, with and without
+    # a bias; the strided depthwise kernel was 4-42 codes of 512 off)
+    dw_strided = strided and not pointwise
     rh = None  # the HTP's per-channel scale factors of re-quantized uint8 weights (htp_weights.py)
     if w.dtype == "uint8" and not dw_strided:
         plan, ws, rh = _symmetric_weights(node, plan, ws, kind)
