@@ -250,7 +250,8 @@ def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
     constant kernel by them, so the kernels run only after the producers measured
     (kernels/qnn_htp/shape.py ``REQUANT_MEASURED``, activation.py, select.py, elementwise.py).
     ``htp_input_shared``: those codes are read by another node too, or are a graph output (the HTP then
-    keeps the producer's output; it fuses some ops into a producer whose output nothing else needs).
+    keeps the producer's output; it fuses some ops into a producer whose output nothing else needs);
+    ``htp_input_strided``: the producer has strides other than 1 (v73 fuses into a stride-1 depthwise Conv only).
     (Concat: ``_concat_units``.)"""
     producer = {o: n for n in nodes for o in n.outputs}
     readers: dict[str, int] = {}
@@ -261,8 +262,11 @@ def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
     for n in nodes:
         if n.op in _BY_PRODUCER and n.inputs and n.source_op.startswith("QDQ:"):
             x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
-            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(producer.get(x), tensors),
-                                                  htp_input_shared=readers.get(x, 0) > 1 or x in outputs))
+            p = producer.get(x)
+            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(p, tensors),
+                                                  htp_input_shared=readers.get(x, 0) > 1 or x in outputs,
+                                                  htp_input_strided=p is not None and any(
+                                                      int(v) != 1 for v in p.attrs.get("strides") or ())))
         elif n.op == "MatMul" and n.source_op.startswith("QDQ:") and all(
                 i in tensors and tensors[i].const is None for i in n.inputs[:2]):
             origins = tuple(_origin(i, producer, tensors) for i in n.inputs[:2])

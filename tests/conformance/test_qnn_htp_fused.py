@@ -39,13 +39,17 @@ def _job(rng, producer: str, act: str, dt: str, shared: bool = False):
         nodes += n + [helper.make_node("Add", ["x_d", "x2_d"], ["p"])]
         ins.append(helper.make_tensor_value_info("x2", TensorProto.FLOAT, shape))
     else:
-        w_shape = {"Conv": (8, 4, 3, 3), "DWConv": (4, 1, 3, 3), "ConvTranspose": (4, 4, 2, 2), "MatMul": (16, 16)}
+        w_shape = {"Conv": (8, 4, 3, 3), "DWConv": (4, 1, 3, 3), "DWConv/2": (4, 1, 3, 3), "DWConv5/2": (4, 1, 5, 5),
+                   "ConvTranspose": (4, 4, 2, 2), "MatMul": (16, 16)}
         inits += [_init(rng.integers(-127, 128, w_shape[producer]), "w", np.int8), _init(0.02, "ws", F),
                   _init(0, "wz", np.int8)]
         nodes.append(helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]))
         attrs = {"Conv": {"pads": [1, 1, 1, 1]}, "DWConv": {"pads": [1, 1, 1, 1], "group": 4},
+                 "DWConv/2": {"pads": [1, 1, 1, 1], "group": 4, "strides": [2, 2]},
+                 "DWConv5/2": {"pads": [2, 2, 2, 2], "group": 4, "strides": [2, 2]},
                  "ConvTranspose": {"strides": [2, 2]}, "MatMul": {}}[producer]
-        nodes.append(helper.make_node("Conv" if producer == "DWConv" else producer, ["x_d", "wd"], ["p"], **attrs))
+        nodes.append(helper.make_node("Conv" if producer.startswith("DWConv") else producer, ["x_d", "wd"], ["p"],
+                                      **attrs))
     i, n = _qdq_out("p", "pq", float(F(rng.uniform(0.02, 0.06))), int(rng.integers(mid - 68, mid + 72)), dt)
     inits += i
     nodes += n + [helper.make_node(act, ["pq_dq"], ["a"], **({"alpha": 0.1} if act == "LeakyRelu" else {}))]
@@ -78,8 +82,10 @@ def _ours(tmp_path, i: int, feeds, arch: str):
 
 FUSED_V73 = [("Conv", "HardSwish"), ("DWConv", "HardSwish"), ("MatMul", "HardSwish"), ("Conv", "LeakyRelu"),
              ("DWConv", "LeakyRelu"), ("ConvTranspose", "LeakyRelu"), ("MatMul", "LeakyRelu")]
+# not fused: a strided depthwise Conv (3x3 and 5x5 by 2: a MobileNetV3's stride-2 blocks) among them
 KEPT_V73 = [("Add", "HardSwish"), ("Add", "LeakyRelu"), ("ConvTranspose", "HardSwish"), ("Conv", "Sigmoid"),
-            ("MatMul", "Gelu")]
+            ("MatMul", "Gelu"), ("DWConv/2", "HardSwish"), ("DWConv5/2", "HardSwish"),
+            ("DWConv/2", "LeakyRelu"), ("DWConv5/2", "LeakyRelu")]
 
 
 @pytest.mark.parametrize("dt", ["uint8", "int8"])
@@ -118,7 +124,7 @@ def test_v73_fused_activations_are_refused(tmp_path, dt):
 @pytest.mark.parametrize("dt", ["uint8", "int8"])
 def test_v68_fuses_none_of_them(tmp_path, dt):
     rng = np.random.default_rng(zlib.crc32(repr(("fused68", dt)).encode()))
-    pairs = [p for p in FUSED_V73 if dt == "uint8" or p[1] != "LeakyRelu"]
+    pairs = [p for p in FUSED_V73 + KEPT_V73 if dt == "uint8" or p[1] != "LeakyRelu"]
     jobs = [_job(rng, producer, act, dt) for producer, act in pairs]
     for k, ((m, feeds, _), got) in enumerate(zip(jobs, _deployed(tmp_path, jobs, "68"))):
         assert np.array_equal(_ours(tmp_path, k, feeds, "68")["y"], got["y"]), pairs[k]
