@@ -84,11 +84,14 @@ def _tapped_session(graph: Graph, taps: tuple[str, ...], htp_arch: str, cache: d
     return cache["tapped", taps]
 
 
-def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache) -> dict[str, np.ndarray] | None:
-    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's)."""
+def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray] | None:
+    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's).
+    ``probe``: a session of the search for taps to leave out, not kept (each holds its own copy of the model)."""
     sess = _tapped_session(graph, taps, htp_arch, cache)
     names = [o.name for o in sess.get_outputs()]
     got = dict(zip(names, sess.run(names, feed)))
+    if probe:
+        del cache["tapped", taps]
     for o, v in want.items():
         if not np.array_equal(np.asarray(got.get(o)), np.asarray(v), equal_nan=True):
             return None
@@ -98,16 +101,18 @@ def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache) -> dict[str, np.
 def _faithful_taps(graph, taps: tuple[str, ...], feed, want: dict, htp_arch, cache) -> tuple[str, ...]:
     """``taps`` less those whose exposure changes what the HTP computes (the HTP fuses some ops into their
     producer -- v73 Conv + HardSwish -- unless the producer's output is needed; measured): each found as the
-    last of the shortest failing prefix, by bisection (about log2(len(taps)) sessions per tap left out)."""
+    last of the shortest failing prefix, by bisection (about log2(len(taps)) sessions per tap left out, each
+    dropped once run: the sessions of a large model take gigabytes together)."""
     kept = list(taps)
     while _run_tapped(graph, tuple(kept), feed, want, htp_arch, cache) is None:
+        del cache["tapped", tuple(kept)]  # not faithful: not run again (the faithful one is, on every sample)
         if not kept:  # the graph outputs alone differ from the plain session: not the taps
             raise RefinterpError("qnn-htp: the emulator gives this model's outputs differently from run to run; no "
                                  "faithful capture", graph.path)
         lo, hi = 0, len(kept)  # the first lo taps are faithful, the first hi are not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if _run_tapped(graph, tuple(kept[:mid]), feed, want, htp_arch, cache) is None:
+            if _run_tapped(graph, tuple(kept[:mid]), feed, want, htp_arch, cache, probe=True) is None:
                 hi = mid
             else:
                 lo = mid
