@@ -183,6 +183,38 @@ def swish_se_blocks(seed: int = 2) -> ModelProto:
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
 
 
+def mobilenet_v3_blocks(seed: int = 0, res: int = 48) -> ModelProto:
+    """MobileNetV3-style: stride-2 stem + HardSwish; inverted residuals (1x1 expand, 3x3 / 5x5 depthwise at stride 1
+    or 2, each with ReLU or HardSwish, a squeeze-excitation gate GAP -> 1x1 + ReLU -> 1x1 + HardSigmoid(1/6, 1/2)
+    -> Mul, 1x1 project, residual Add at stride 1); 1x1 + HardSwish, GAP, Flatten, Gemm."""
+    b = _Builder(seed)
+    h = b.op("HardSwish", [b.op("Conv", ["input", b.w("c0", (16, 3, 3, 3)), b.w("c0b", (16,), 0.1)], pads=[1] * 4,
+                                     strides=[2, 2])])
+    cin = 16
+    for i, (e, o, k, s, se, hs) in enumerate([(16, 16, 3, 2, 1, 0), (48, 24, 3, 2, 0, 0), (72, 24, 3, 1, 0, 0),
+                                              (96, 40, 5, 2, 1, 1), (120, 40, 5, 1, 1, 1)]):
+        def act(t: str) -> str:
+            return b.op("HardSwish" if hs else "Relu", [t])
+
+        t = act(b.op("Conv", [h, b.w(f"e{i}", (e, cin, 1, 1), 0.2), b.w(f"eb{i}", (e,), 0.1)]))
+        t = act(b.op("Conv", [t, b.w(f"d{i}", (e, 1, k, k), 0.3), b.w(f"db{i}", (e,), 0.1)], group=e,
+                     pads=[k // 2] * 4, strides=[s, s]))
+        if se:
+            g = b.op("Relu", [b.op("Conv", [b.op("GlobalAveragePool", [t]), b.w(f"s{i}", (e // 4, e, 1, 1), 0.1),
+                                            b.w(f"sb{i}", (e // 4,), 0.1)])])
+            g = b.op("HardSigmoid", [b.op("Conv", [g, b.w(f"x{i}", (e, e // 4, 1, 1), 0.1), b.w(f"xb{i}", (e,), 0.1)])],
+                     alpha=1 / 6, beta=0.5)
+            t = b.op("Mul", [t, g])
+        t = b.op("Conv", [t, b.w(f"p{i}", (o, e, 1, 1), 0.15), b.w(f"pb{i}", (o,), 0.1)])
+        h, cin = (b.op("Add", [t, h]) if s == 1 and cin == o else t), o
+    h = b.op("HardSwish", [b.op("Conv", [h, b.w("last", (96, cin, 1, 1), 0.15), b.w("lastb", (96,), 0.1)])])
+    f = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)
+    b.op("Gemm", [f, b.w("fc", (10, 96), 0.1), b.w("fcb", (10,), 0.1)], transB=1)
+    b.nodes[-1].output[0] = "logits"
+    return b.model("mobilenet_v3_blocks", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, res, res])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], opset=17)
+
+
 def detection_head(seed: int = 3) -> ModelProto:
     """A YOLO-style single-scale head: strided Conv backbone, nearest upsampling and a skip Concat, 1x1 Convs, then
     box decoding -- Reshape / Transpose / Split, Sigmoid scores, boxes times a stride plus a grid, one Concat."""
