@@ -130,10 +130,11 @@ def _silu_units(nodes: list[Node], tensors) -> list[Node]:
 
 
 # producers the HTP re-runs onto a requantizing Concat's parameters, measured exact (tests/conformance/
-# test_qnn_htp_concat.py; the SiLU unit, _silu_units' Swish: 96 random sets, v68 / v73, uint8 / int8; Add and AveragePool re-run too but are 1 code off on a few sets where their own
-# output saturates at 0: refused with the others, as is any input on a Relu range into a Concat whose zero
-# point is higher, _relu_into_lower), and so is a graph input's QuantizeLinear (off-grid float inputs: 20-38
-# codes in 512 off the copy table, which holds only for inputs already on the input's grid)
+# test_qnn_htp_concat.py; the SiLU unit, _silu_units' Swish: 96 random sets, v68 / v73, uint8 / int8; Add and
+# AveragePool re-run too but are 1 code off on a few sets where their own output saturates at 0: refused with
+# the others, as is any input on a Relu range into a Concat whose zero point is higher, _relu_into_lower), and so
+# is a graph input's QuantizeLinear (off-grid float inputs: 20-38 codes in 512 off the copy table, which holds
+# only for inputs already on the input's grid)
 CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool", "Swish")
 
 

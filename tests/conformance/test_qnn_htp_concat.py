@@ -45,7 +45,8 @@ def _producer(op: str, rng, act: str):
         return [helper.make_node("MaxPool", ["a_d"], ["p"], kernel_shape=[1, 1])], [], []
     if op == "SiLU":  # x * Sigmoid(x) with the Sigmoid quantized in between: the HTP's Swish unit
         lo = 0 if act == "uint8" else -128
-        return ([helper.make_node("Sigmoid", ["a_d"], ["sg"]), helper.make_node("QuantizeLinear", ["sg", "gs", "gz"], ["sgq"]),
+        return ([helper.make_node("Sigmoid", ["a_d"], ["sg"]),
+                 helper.make_node("QuantizeLinear", ["sg", "gs", "gz"], ["sgq"]),
                  helper.make_node("DequantizeLinear", ["sgq", "gs", "gz"], ["sgd"]),
                  helper.make_node("Mul", ["a_d", "sgd"], ["p"])],
                 [_init(1 / 256, "gs", np.float32), _init(lo, "gz", act)], [])

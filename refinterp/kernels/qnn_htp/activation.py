@@ -1,5 +1,6 @@
-"""HTP Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip, HardSigmoid (a float32 path, below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp, Relu, LeakyRelu (uint8
-only: the QNN EP takes it on the HTP with uint8 tensors only) and the SiLU unit (a
+"""HTP Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip, HardSigmoid (a float32 path,
+below) and Sigmoid, Tanh, HardSwish, Elu, Gelu (the exact form, also for approximate="tanh"), Softplus, Exp,
+Relu, LeakyRelu (uint8 only: the QNN EP takes it on the HTP with uint8 tensors only) and the SiLU unit (a
 Mul of x by its own Sigmoid, which the HTP runs as one op: passes/qdq_htp.py makes it ``Swish``) on 8-bit
 activations (v68 and v73 alike): a 256-entry table of the float64 function of the dequantized code,
 rounded to the nearest output code.
@@ -14,10 +15,10 @@ go up, down or away from zero by no float32 or float16 evaluation order tried; a
 an entry within 1e-9 of a tie is refused.
 
 Sqrt, Abs, Log, Floor, Ceil, Round, Sign, Sin, Cos, Atan, Asin, Clip (constant bounds) and HardSigmoid
-(uint8 only, as LeakyRelu) take a float32 path instead (the one of Add / Sub with a constant, elementwise.py): x = f32((q - zp_x) s_x), v = the
-float32 function (sqrt, sin, cos, atan, asin correctly rounded; log as NumPy's float32 log; Round half
-to even, as ONNX; Clip as max-then-min with the float32 bounds; HardSigmoid as f32(f32(alpha x) + beta)
-clamped to [0, 1]), t = f32(f32(v * f32(1 / s_y)) + zp_y)
+(uint8 only, as LeakyRelu) take a float32 path instead (the one of Add / Sub with a constant,
+elementwise.py): x = f32((q - zp_x) s_x), v = the float32 function (sqrt, sin, cos, atan, asin correctly
+rounded; log as NumPy's float32 log; Round half to even, as ONNX; Clip as max-then-min with the float32
+bounds; HardSigmoid as f32(f32(alpha x) + beta) clamped to [0, 1]), t = f32(f32(v * f32(1 / s_y)) + zp_y)
 with the uint8-domain zero point (int8 + 128), rounded half to even; NaN (Sqrt of a negative, Asin
 outside [-1, 1]) gives the largest code, Log of 0 or a negative the smallest.  Evidence: every code at
 10 scale sets per op (five with power-of-two ratios, exact ties for Abs / Floor), v73 uint8 and int8,
@@ -28,8 +29,8 @@ Clip (bounds -1.3 .. 2.1, 0 .. 6, 0 ..): every code at 6 scale sets per op, type
 one Atan entry whose t lay 1.5e-5 below a tie (the HTP's atan is a few ulps off the correctly rounded
 one there), so a node whose Sin / Cos / Atan / Asin entry changes code within 4 float32 ulps of v is
 refused.  HardSigmoid: 150 sets built to put one entry within 3e-8 .. 3e-5 of a rounding tie (alpha
-1/6, 0.2, 1/3, 0.15, beta 0.4 .. 0.6, output zero points 0 .. 99), v68 and v73: 0 off, where the float64 table
-misses 8-16 codes per 30 sets (found on a MobileNetV3's squeeze-excitation gate: 2 of 120 codes).
+1/6, 0.2, 1/3, 0.15, beta 0.4 .. 0.6, output zero points 0 .. 99), v68 and v73: 0 off, where the float64
+table misses 8-16 codes per 30 sets (found on a MobileNetV3's squeeze-excitation gate: 2 of 120 codes).
 16-bit Clip / Round / Sin follow neither this path nor the float64 table (thousands of codes
 off): 8-bit only.  Neg (65 of 2,560 off) and Reciprocal (5-66 of 256, near ties: an approximate
 reciprocal) follow neither: refused; so is PRelu (it depends on the producer: MEASURED.md).

@@ -110,7 +110,7 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
         raise UnsupportedOpError(f"{where(node)}: a 1x1 depthwise Conv with strides {list(plan.fplan.strides)}: v68 "
                                  "runs another kernel there (1-62 codes off the depthwise and the convolution rules "
                                  "and a Mul by the weights: measured), not characterised")
-    if pointwise and arch == "v73" and [int(v) for v in plan.fplan.strides] == [2, 2] \
+    if pointwise and arch == "v73" and [int(v) for v in plan.fplan.strides] == [2, 2] and w.const is not None \
             and 2 <= np.shape(w.const)[0] <= 4:
         raise UnsupportedOpError(f"{where(node)}: a 1x1 depthwise Conv with strides [2, 2] on 2-4 channels: v73 gives "
                                  "one value per channel there, not a convolution (measured; 1 and 5 or more channels, "
