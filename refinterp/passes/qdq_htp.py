@@ -19,7 +19,7 @@ function of x's code alone, 0 of 4,096 codes off the table rule of kernels/qnn_h
 the two-tensor Mul rule gives 125 off); here it becomes ``Swish`` (alpha 1) with ``htp_fused_silu``.
 
 A Concat input on other parameters made by a compute op is that op re-run onto the Concat's parameters
-(``_concat_units``); a requantizing Reshape-like of a graph input's codes reads the float input, which the
+(passes/htp_concat.py); a requantizing Reshape-like of a graph input's codes reads the float input, which the
 HTP clamps and quantizes once onto the move's parameters (``_input_folds``).  LayerNormalization with
 DQ(constant gamma) and DQ(int32 beta) is one more unit (kernels/qnn_htp/norm.py).
 """
@@ -129,15 +129,6 @@ def _silu_units(nodes: list[Node], tensors) -> list[Node]:
     return out
 
 
-# producers the HTP re-runs onto a requantizing Concat's parameters, measured exact (tests/conformance/
-# test_qnn_htp_concat.py; the SiLU unit, _silu_units' Swish: 96 random sets, v68 / v73, uint8 / int8; Add and
-# AveragePool re-run too but are 1 code off on a few sets where their own output saturates at 0: refused with
-# the others, as is any input on a Relu range into a Concat whose zero point is higher, _relu_into_lower), and so
-# is a graph input's QuantizeLinear (off-grid float inputs: 20-38 codes in 512 off the copy table, which holds
-# only for inputs already on the input's grid)
-CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool", "Swish")
-
-
 def _same_quant(a, b) -> bool:
     return (a is not None and b is not None and np.array_equal(a.scale, b.scale)
             and np.array_equal(a.zero_point, b.zero_point) and a.axis == b.axis)
@@ -151,44 +142,6 @@ def _rerun(p: Node, suffix: str, quant, tensors: dict, inputs: list[str] | None 
     tensors[clone] = dataclasses.replace(tensors[out], name=clone, quant=quant)
     return Node(f"{p.name}::{suffix}", p.op, list(p.inputs if inputs is None else inputs), [clone], dict(p.attrs),
                 p.source_op, p.index)
-
-
-def _relu_into_lower(t, oq) -> bool:
-    """An input on a Relu range (zero point at its lowest code) into a Concat whose zero point is higher:
-    the re-run is floored at 0.0 there and still 1 code off on 12-84 of 512 (measured): not characterised."""
-    lowest = _HtpFuser.QRANGE.get(t.dtype, (None,))[0]
-    return int(t.quant.zero_point[0]) == lowest and int(oq.zero_point[0]) != lowest
-
-
-def _concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
-    """A Concat input on other parameters than the Concat's output, made by a compute op: the HTP computes
-    that op a second time directly onto the Concat's parameters (its requantization folded into the
-    producer; measured: the copy table of the producer's codes differs on up to 99% of them, the re-run on
-    none).  Here: a clone of the producer with its output on the Concat's parameters feeds the Concat; the
-    original output stays for its other consumers.  Other producers (Add, AveragePool, table activations,
-    data movement, another Concat) and Relu-range inputs into a higher Concat zero point are marked
-    ``htp_concat_unmeasured`` and refused by the Concat kernel (kernels/qnn_htp/shape.py), as are a graph
-    input's codes (its QuantizeLinear)."""
-    producer = {o: n for n in nodes for o in n.outputs}
-    out: list[Node] = []
-    for n in nodes:
-        oq = tensors[n.outputs[0]].quant if n.op == "Concat" and n.outputs and n.outputs[0] in tensors else None
-        if oq is None:
-            out.append(n)
-            continue
-        inputs, unmeasured = list(n.inputs), []
-        for k, name in enumerate(n.inputs):
-            t, p = tensors.get(name), producer.get(name)
-            if t is None or t.quant is None or t.const is not None or _same_quant(t.quant, oq) or p is None:
-                continue
-            if p.op not in CONCAT_FOLDS or len(p.outputs) != 1 or _relu_into_lower(t, oq):
-                unmeasured.append(name)
-                continue
-            out.append(_rerun(p, n.name, oq, tensors))
-            inputs[k] = out[-1].outputs[0]
-        attrs = dict(n.attrs, htp_concat_unmeasured=unmeasured) if unmeasured else n.attrs
-        out.append(dataclasses.replace(n, inputs=inputs, attrs=attrs))
-    return out
 
 
 # requantizing moves the HTP folds into their producer, which it runs a second time onto the move's output
@@ -253,7 +206,7 @@ def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
     ``htp_input_shared``: those codes are read by another node too, or are a graph output (the HTP then
     keeps the producer's output; it fuses some ops into a producer whose output nothing else needs);
     ``htp_input_strided``: the producer has strides other than 1 (v73 fuses into a stride-1 depthwise Conv only).
-    (Concat: ``_concat_units``.)"""
+    (Concat: passes/htp_concat.py.)"""
     producer = {o: n for n in nodes for o in n.outputs}
     readers: dict[str, int] = {}
     for n in nodes:
@@ -371,7 +324,8 @@ def fuse_qdq_htp(graph: Graph) -> Graph:
         f.fuse_move(n)
         f.fuse_binary(n)
         f.fuse_multi(n)
-    nodes = _move_folds(_concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
+    from .htp_concat import concat_units  # it builds on this module's helpers
+    nodes = _move_folds(concat_units(_silu_units(f.result(), f.tensors), f.tensors), f.tensors)
     nodes = _input_sources(nodes, f.tensors, frozenset(graph.outputs))
     nodes = _encoding_overrides(_input_folds(nodes, f.tensors), f.tensors)
     from .htp_matmul import RERUN, symmetric_operands  # it builds on this module's helpers

@@ -1,6 +1,6 @@
 """A Concat whose input is on other parameters than its output, under the ``qnn-htp-*`` schemes against
 Qualcomm's HTP emulation (onnxruntime-qnn 2.7.0, QNN 2.51): when a compute op makes that input, the HTP
-runs the op a second time directly onto the Concat's parameters (passes/qdq_htp.py ``_concat_units``);
+runs the op a second time directly onto the Concat's parameters (passes/htp_concat.py);
 every QuantizeLinear output equal code for code."""
 from __future__ import annotations
 
@@ -120,44 +120,64 @@ def test_concat_input_on_a_relu_range_into_a_lower_concat_is_refused(tmp_path):
     assert "requantizing Concat input" in _refused(tmp_path, m, "qnn-htp-v73")
 
 
-def _upsample_job(rng, before: str, mode: str, act: str):
-    """a (8 x 4 x 4) -> [Conv] -> Q(s_1) -> Resize x2 (``mode``) -> Q(s_1, the same parameters) -> Concat with b on the
-    Concat's parameters -> Q(s_3): the FPN / U-Net upsampling."""
+def _through_job(rng, before: str, move: str, act: str):
+    """a (8 x 4 x 4) -> Conv (per-channel weights, a bias) [-> SiLU] -> Q(s_1) -> ``move`` (Transpose of H and W,
+    Reshape, Resize by 2 "nearest" or "linear") -> Q(s_1, the same parameters) -> Concat with b on the Concat's
+    parameters -> Q(s_3): the FPN / U-Net upsampling and the moves of a YOLO neck."""
     info = np.iinfo(act)
     code = lambda: int(rng.integers(int(info.min) + 1, int(info.max) + 1))  # noqa: E731
     s0, s1, s3 = (float(F(10 ** rng.uniform(-2, -1))) for _ in range(3))
     z0, z1, z3 = code(), code(), code()
     i0, n0 = _qdq_in("a", s0, z0, act)
-    ib, nb = _qdq_in("b", s3, z3, act)
-    nodes, inits = [], [_init([1, 1, 2, 2], "sc", np.float32)]
-    src = "a_d"
-    if before == "Conv":
-        inits += [_init(rng.integers(-127, 128, (8, 8, 3, 3)), "w", np.int8), _init(0.004, "ws", np.float32),
-                  _init(0, "wz", np.int8)]
-        nodes += [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
-                  helper.make_node("Conv", ["a_d", "wd"], ["p"], pads=[1, 1, 1, 1])]
-        i1, n1 = _qdq_out("p", "pq", s1, z1, act)
-        nodes, inits, src = nodes + n1, inits + i1, "pq_dq"
+    ws = rng.uniform(0.002, 0.008, 8).astype(F)
+    inits = [_init(rng.integers(-127, 128, (8, 8, 3, 3)), "w", np.int8), _init(ws, "ws", np.float32),
+             _init(np.zeros(8), "wz", np.int8), _init(rng.integers(-3000, 3000, 8), "bias", np.int32),
+             _init((s0 * ws.astype(np.float64)).astype(F), "bs", np.float32), _init(np.zeros(8), "bz", np.int32)]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["bias", "bs", "bz"], ["bd"], axis=0),
+             helper.make_node("Conv", ["a_d", "wd", "bd"], ["p"], pads=[1, 1, 1, 1])]
+    if before == "SiLU":
+        ip, np_ = _qdq_out("p", "pq", float(F(10 ** rng.uniform(-2, -1))), code(), act)
+        ig, ng = _qdq_out("sg", "sgq", 1 / 256, int(info.min), act)
+        inits, nodes = inits + ip + ig, nodes + np_ + [helper.make_node("Sigmoid", ["pq_dq"], ["sg"])] + ng + [
+            helper.make_node("Mul", ["pq_dq", "sgq_dq"], ["p2"])]
+        i1, n1 = _qdq_out("p2", "h", s1, z1, act)
     else:
-        s1, z1 = s0, z0
-    nodes.append(helper.make_node("Resize", [src, "", "sc"], ["r"], mode=mode))
+        i1, n1 = _qdq_out("p", "h", s1, z1, act)
+    inits, nodes = inits + i1 + [_init([1, 1, 2, 2], "sc", np.float32), _init([1, 8, 2, 8], "shp", np.int64)], nodes + n1
+    full = {"Transpose": [1, 8, 4, 4], "Reshape": [1, 8, 2, 8]}.get(move, [1, 8, 8, 8])
+    nodes.append(helper.make_node("Transpose", ["h_dq"], ["r"], perm=[0, 1, 3, 2]) if move == "Transpose" else
+                 helper.make_node("Reshape", ["h_dq", "shp"], ["r"]) if move == "Reshape" else
+                 helper.make_node("Resize", ["h_dq", "", "sc"], ["r"], mode=move))
     ir, nr = _qdq_out("r", "rq", s1, z1, act)
+    ib, nb = _qdq_in("b", s3, z3, act)
     i3, n3 = _qdq_out("cc", "z", s3, z3, act)
-    half, full = [1, 8, 4, 4], [1, 8, 8, 8]
     m = _model(n0 + nb + nodes + nr + [helper.make_node("Concat", ["rq_dq", "b_d"], ["cc"], axis=1)] + n3,
-               i0 + ib + inits + ir + i3, [helper.make_tensor_value_info("a", TensorProto.FLOAT, half),
+               i0 + ib + inits + ir + i3, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8, 4, 4]),
                                            helper.make_tensor_value_info("b", TensorProto.FLOAT, full)],
                [helper.make_tensor_value_info("z_dq", TensorProto.FLOAT, None)])
-    feeds = {"a": ((rng.integers(int(info.min), int(info.max) + 1, half) - z0) * F(s0)).astype(F),
+    feeds = {"a": ((rng.integers(int(info.min), int(info.max) + 1, (1, 8, 4, 4)) - z0) * F(s0)).astype(F),
              "b": ((rng.integers(int(info.min), int(info.max) + 1, full) - z3) * F(s3)).astype(F)}
     return m, feeds
 
 
-@pytest.mark.parametrize("mode", ["nearest", "linear"])
-def test_concat_input_made_by_an_upsampling_is_refused(tmp_path, mode):
-    """A Resize on its input's parameters into a requantizing Concat (the FPN / U-Net upsampling): nearest after a
-    Conv fits neither the copy table nor the codes as they are (500-1,200 of 2,048 off both), after the SiLU
-    unit the HTP hands the codes on with no requantization at all; bilinear is 0-109 codes of 1,024 off every
-    copy table tried and the Resize re-run onto the Concat's parameters (kernels/qnn_htp/MEASURED.md): refused."""
-    m, _ = _upsample_job(np.random.default_rng(4), "Conv", mode, "uint8")
+THROUGH = [("Conv", "Transpose"), ("Conv", "Reshape"), ("Conv", "nearest"), ("SiLU", "Transpose"),
+           ("SiLU", "Reshape")]
+
+
+@pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint8", "int8")])
+def test_concat_input_through_a_move(tmp_path, arch, act):
+    """A Transpose / Reshape / nearest Resize on its input's parameters between the producer and a requantizing
+    Concat: the producer and the move re-run onto the Concat's parameters (refused before; the copy table of the
+    move's codes misses 83-6,092 codes of 512-8,192), 3 sets per pair."""
+    rng = np.random.default_rng(zlib.crc32(repr(("through", arch, act)).encode()))
+    _check_many(tmp_path, [_through_job(rng, before, move, act) for before, move in THROUGH for _ in range(3)], arch)
+
+
+@pytest.mark.parametrize("before,mode", [("Conv", "linear"), ("SiLU", "nearest"), ("SiLU", "linear")])
+def test_concat_input_made_by_an_upsampling_is_refused(tmp_path, before, mode):
+    """A bilinear Resize into a requantizing Concat is 0-109 codes of 1,024 off every copy table tried and off the
+    Resize re-run; a nearest one after the SiLU unit took its codes as they are on single-op models (no
+    requantization) and followed the copy table in a YOLO-style model (kernels/qnn_htp/MEASURED.md): refused."""
+    m, _ = _through_job(np.random.default_rng(4), before, mode, "uint8")
     assert "requantizing Concat input" in _refused(tmp_path, m, "qnn-htp-v73")

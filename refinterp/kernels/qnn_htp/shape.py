@@ -139,7 +139,7 @@ def _prepare(node, ctx):
                                  "in float16 there)")
     if node.op == "DepthToSpace" and x is not None and x.dtype == "int16":  # measured: the EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 DepthToSpace: the QNN EP does not take it onto the HTP")
-    if node.attrs.get("htp_concat_unmeasured"):  # passes/qdq_htp.py _concat_units
+    if node.attrs.get("htp_concat_unmeasured"):  # passes/htp_concat.py
         raise UnsupportedOpError(f"{where(node)}: a requantizing Concat input made by another op than those "
                                  f"measured ({', '.join(node.attrs['htp_concat_unmeasured'])}): the HTP folds the "
                                  "requantization into the producer, not characterised for it")
@@ -151,7 +151,7 @@ def _prepare(node, ctx):
         if not (is_quantized(t) and is_quantized(out)) or same_params(t, out):
             tables.append(None)
         elif node.op in REQUANTIZING and not constant_pad:
-            if node.op != "Concat":  # Concat: passes/qdq_htp.py _concat_units
+            if node.op != "Concat":  # Concat: passes/htp_concat.py
                 require_measured_requant(node, t)
             tables.append(requant_table(t, out, node, sixteen=True))
         else:
