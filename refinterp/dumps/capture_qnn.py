@@ -6,11 +6,12 @@ the CPU fallback disabled, so every node runs on the (emulated) HTP or the sessi
 
 Which tensors: the outputs of every QuantizeLinear node (the quantized activations, the tensors
 that exist on the device) and the graph's inputs and outputs.  Exposing them as graph outputs must
-not change what the HTP computes: the final outputs are compared with those of a session on the
-unmodified model, per sample.  Where they differ -- the HTP fuses some ops into their producer (v73
-Conv + HardSwish) unless the producer's output is needed -- the tensors whose exposure makes the
-difference are found and left out of the capture (they do not exist on the device as deployed), and
-named.
+not change what the HTP computes -- the HTP fuses some ops into their producer (v73 Conv + HardSwish)
+unless the producer's output is needed.  On the first sample the tensors whose exposure moves another
+exposed tensor are found (capture_qnn_taps.py) and left out of the capture (they do not exist on the
+device as deployed), and named; on every sample the final outputs are compared with those of a session
+on the unmodified model, and where they still differ the tensors that make the difference are found by
+bisection and left out too.
 
 This is Qualcomm's emulation of the HTP (``htp_arch`` 68, 69, 73, 75, 79, 81), not a phone: a dump
 from the device itself (``qnn-net-run --debug``) remains the final word.
@@ -27,6 +28,7 @@ import numpy as np
 from ..errors import InputError, RefinterpError
 from ..ir import Graph
 from .capture import RuntimeMissing
+from .capture_qnn_taps import perturbing_taps
 
 HTP_ARCHS = ("68", "69", "73", "75", "79", "81")
 PINNED = "onnxruntime-qnn==2.7.0 with onnxruntime==1.32.0"
@@ -84,14 +86,20 @@ def _tapped_session(graph: Graph, taps: tuple[str, ...], htp_arch: str, cache: d
     return cache["tapped", taps]
 
 
-def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray] | None:
-    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's).
-    ``probe``: a session of the search for taps to leave out, not kept (each holds its own copy of the model)."""
+def _values(graph, taps, feed, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray]:
+    """The outputs of the session exposing ``taps``.  ``probe``: a session of the search for taps to leave out,
+    not kept (each holds its own copy of the model)."""
     sess = _tapped_session(graph, taps, htp_arch, cache)
     names = [o.name for o in sess.get_outputs()]
     got = dict(zip(names, sess.run(names, feed)))
     if probe:
         del cache["tapped", taps]
+    return got
+
+
+def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray] | None:
+    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's)."""
+    got = _values(graph, taps, feed, htp_arch, cache, probe)
     for o, v in want.items():
         if not np.array_equal(np.asarray(got.get(o)), np.asarray(v), equal_nan=True):
             return None
@@ -139,6 +147,15 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
                                  f"the HTP): {msg[:300]}", graph.path) from None
     plain = cache["plain"]
     want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, feed)))  # once per sample
+    if "searched" not in cache:  # the taps whose exposure moves another tensor, on the first sample
+        cache["searched"] = True
+        full = _values(graph, cache["taps"], feed, htp_arch, cache)
+        bad = perturbing_taps(graph, cache["taps"], lambda taps: _values(graph, taps, feed, htp_arch, cache, True),
+                              full)
+        if bad:
+            del cache["tapped", cache["taps"]]
+            cache["taps"] = tuple(t for t in cache["taps"] if t not in bad)
+            cache.setdefault("left_out", []).extend(bad)
     got = _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
     if got is None:
         cache["taps"] = _faithful_taps(graph, cache["taps"], feed, want, htp_arch, cache)
