@@ -60,3 +60,20 @@ def test_a_tap_that_moves_only_its_witness_is_found(tmp_path):
     full = run(taps)
     assert perturbing_taps(graph, taps, run, full) == ["q1"]
     assert len(runs) <= 6  # one session per group, and a few to single the tap out
+
+
+def test_a_refused_probe_is_split_and_a_refused_single_tap_stays(tmp_path):
+    """The QNN EP refuses some exposure patterns (a MatMul unassigned): such a probe is halved, and a tap whose own
+    probe is refused is kept rather than guessed."""
+    graph = _chain(tmp_path)
+    taps = ("q0", "q1", "q2", "q3", "q4")
+
+    def run(exposed):
+        if "q0" not in exposed:
+            raise RuntimeError("the EP leaves a node unassigned")
+        values = {t: np.full(4, 7) for t in exposed}
+        if "q2" in exposed:
+            values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
+        return values
+
+    assert perturbing_taps(graph, taps, run, run(taps)) == ["q1"]
