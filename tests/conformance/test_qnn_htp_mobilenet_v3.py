@@ -64,3 +64,36 @@ def test_v73_capture_and_diff(tmp_path, model):
     off = {n: by[n]["status"] for n in q_outputs if by[n]["status"] != "exact"}
     missing = {n for n, st in off.items() if st == "missing"}
     assert set(off) == missing | unmodelled and missing == inputs_of_fused, off
+
+
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_uint16_capture_and_diff(tmp_path, arch):
+    """The same model by ``get_qnn_qdq_config`` at uint16 (uint8 weights): HardSwish, HardSigmoid and the 5x5 stride-2
+    depthwise are not characterised at 16 bits (unmodelled, anchored on the device's values); the rest is exact.
+    The squeeze-excitation Mul reads the HardSigmoid's codes on the encoding the QNN EP imposes (1/65536, zero point
+    0; diff read them on the model's declared one before: 54% of that Mul's codes and everything after it off)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    src, path = tmp_path / "f32.onnx", tmp_path / "mnv3_u16.onnx"
+    onnx.save(mobilenet_v3_blocks(), str(src))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.it = iter([{"input": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize(str(src), str(path), get_qnn_qdq_config(str(src), Reader(), activation_type=QuantType.QUInt16,
+                                                     weight_type=QuantType.QUInt8))
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, input=np.random.default_rng(7).standard_normal(SHAPE).astype(np.float32))
+    by, q_outputs = capture_and_diff(tmp_path, path, feeds, arch)
+    statuses = {by[n]["status"] for n in q_outputs}
+    assert statuses <= {"exact", "unmodelled", "missing"}, {n: by[n]["status"] for n in q_outputs}
+    g = onnx.load(str(path)).graph
+    gate_muls = [n.output[0] for n in g.node if n.op_type == "Mul"]
+    q_of = {n.input[0]: n.output[0] for n in g.node if n.op_type == "QuantizeLinear"}
+    assert len(gate_muls) == 3 and all(by[q_of[m]]["status"] == "exact" for m in gate_muls)
