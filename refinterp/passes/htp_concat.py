@@ -3,7 +3,7 @@
 Measured (onnxruntime-qnn 2.7.0, QNN 2.51, v68 and v73 alike; tests/conformance/test_qnn_htp_concat.py): when a
 compute op makes that input, the HTP computes the op a second time directly onto the Concat's parameters (its
 requantization folded into the producer: the copy table of the producer's codes differs on up to 99% of them, the
-re-run on none).  The same holds through a data movement on its input's own parameters between the two -- a
+re-run on none) -- 8-bit Sigmoid, Tanh, Gelu and Elu among them.  The same holds through a data movement on its input's own parameters between the two -- a
 Transpose or Reshape after a Conv or the SiLU unit, a nearest Resize after a Conv: the producer and the move run a
 second time onto the Concat's parameters (per-tensor and per-channel weights with a bias; the copy table misses
 83-6,092 codes of 512-8,192 there).  A nearest Resize after the SiLU unit is not characterised: on single-op models
@@ -11,7 +11,7 @@ the Concat took the Resize's codes as they are, with no requantization at all (0
 copy table (0 off) -- a condition not found: refused.
 
 Here: a clone of the producer (and of the move) with its output on the Concat's parameters feeds the Concat; the
-original output stays for its other readers.  Other producers (Add, AveragePool, table activations, other data
+original output stays for its other readers.  Other producers (Add, AveragePool, other table activations, other data
 movement, another Concat), the moves after other producers, bilinear upsampling and Relu-range inputs into a
 higher Concat zero point are marked ``htp_concat_unmeasured`` and refused by the Concat kernel
 (kernels/qnn_htp/shape.py), as are a graph input's codes (its QuantizeLinear).
@@ -29,6 +29,11 @@ from .qdq_htp import _HtpFuser, _rerun, _same_quant
 # whose zero point is higher, _relu_into_lower), and so is a graph input's QuantizeLinear (off-grid float inputs:
 # 20-38 codes in 512 off the copy table, which holds only for inputs already on the input's grid)
 CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool", "Swish")
+# 8-bit table activations re-run the same way (after a graph input and after a Conv, also on Relu ranges: 512 jobs
+# as deployed, v68 / v73, uint8 / int8, 0 off; an earlier 3-40 codes of 512 off for Sigmoid was not reproduced);
+# HardSwish / LeakyRelu are not among them (v73 fuses them into a Conv), nor are 16-bit ones (their outputs are on
+# the encodings the QNN EP imposes)
+CONCAT_FOLDS_8BIT = ("Sigmoid", "Tanh", "Gelu", "Elu")
 
 # (move, producer) pairs re-run through a same-parameter move (8 random sets each, v68 / v73, uint8 / int8: 0 off;
 # after MaxPool, Mul, Sigmoid or HardSwish neither the re-run nor the codes as they are fit)
@@ -74,7 +79,8 @@ def concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
                     out.append(_rerun(p, n.name, oq, tensors, [out[-1].outputs[0], *p.inputs[1:]]))
                     inputs[k] = out[-1].outputs[0]
                     continue
-            if p.op not in CONCAT_FOLDS or len(p.outputs) != 1 or _relu_into_lower(t, oq):
+            folds = p.op in CONCAT_FOLDS or (p.op in CONCAT_FOLDS_8BIT and t.dtype in ("uint8", "int8"))
+            if not folds or len(p.outputs) != 1 or _relu_into_lower(t, oq):
                 unmeasured.append(name)
                 continue
             out.append(_rerun(p, n.name, oq, tensors))
