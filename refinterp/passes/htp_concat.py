@@ -32,7 +32,10 @@ CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool", "Swish")
 # 8-bit table activations re-run the same way (after a graph input and after a Conv, also on Relu ranges: 512 jobs
 # as deployed, v68 / v73, uint8 / int8, 0 off; an earlier 3-40 codes of 512 off for Sigmoid was not reproduced);
 # HardSwish / LeakyRelu are not among them (v73 fuses them into a Conv), nor are 16-bit ones (their outputs are on
-# the encodings the QNN EP imposes)
+# the encodings the QNN EP imposes).  On a Relu range into a Concat whose zero point is higher, the Concat copies
+# their codes instead, rounding the exact value half up (160 jobs, Sigmoid / Tanh after a graph input, Sigmoid /
+# Gelu after a Conv: 0 off; the re-run 12-504 codes of 512 off, the HTP's QuantizeLinear copy table 0-180):
+# ``htp_concat_exact_copy``, the Concat kernel's
 CONCAT_FOLDS_8BIT = ("Sigmoid", "Tanh", "Gelu", "Elu")
 
 # (move, producer) pairs re-run through a same-parameter move (8 random sets each, v68 / v73, uint8 / int8: 0 off;
@@ -67,7 +70,7 @@ def concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
         if oq is None:
             out.append(n)
             continue
-        inputs, unmeasured = list(n.inputs), []
+        inputs, unmeasured, exact = list(n.inputs), [], []
         for k, name in enumerate(n.inputs):
             t, p = tensors.get(name), producer.get(name)
             if t is None or t.quant is None or t.const is not None or _same_quant(t.quant, oq) or p is None:
@@ -79,12 +82,19 @@ def concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
                     out.append(_rerun(p, n.name, oq, tensors, [out[-1].outputs[0], *p.inputs[1:]]))
                     inputs[k] = out[-1].outputs[0]
                     continue
-            folds = p.op in CONCAT_FOLDS or (p.op in CONCAT_FOLDS_8BIT and t.dtype in ("uint8", "int8"))
-            if not folds or len(p.outputs) != 1 or _relu_into_lower(t, oq):
+            table = p.op in CONCAT_FOLDS_8BIT and t.dtype in ("uint8", "int8")
+            if table and _relu_into_lower(t, oq):
+                exact.append(name)
+                continue
+            if not (p.op in CONCAT_FOLDS or table) or len(p.outputs) != 1 or _relu_into_lower(t, oq):
                 unmeasured.append(name)
                 continue
             out.append(_rerun(p, n.name, oq, tensors))
             inputs[k] = out[-1].outputs[0]
-        attrs = dict(n.attrs, htp_concat_unmeasured=unmeasured) if unmeasured else n.attrs
+        attrs = dict(n.attrs)
+        if unmeasured:
+            attrs["htp_concat_unmeasured"] = unmeasured
+        if exact:
+            attrs["htp_concat_exact_copy"] = exact
         out.append(dataclasses.replace(n, inputs=inputs, attrs=attrs))
     return out

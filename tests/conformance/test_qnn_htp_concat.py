@@ -130,6 +130,25 @@ def test_concat_input_made_by_a_table_activation(tmp_path, arch, act):
     _check_many(tmp_path, [_job(rng, op, act, relu=k == 1) for op in TABLES for k in range(2)], arch)
 
 
+@pytest.mark.parametrize("arch,act", [(a, act) for a in MAIN for act in ("uint8", "int8")])
+def test_table_activation_on_a_relu_range_into_a_higher_concat_zero_point(tmp_path, arch, act):
+    """A detection head's scores: a Sigmoid / Tanh / Gelu with its zero point at the lowest code into a Concat whose
+    zero point is higher.  The HTP copies the activation's codes there, rounding the exact value half up -- not the
+    re-run (12-504 codes of 512 off), not its QuantizeLinear copy table (0-180 off); refused before."""
+    info = np.iinfo(act)
+    rng = np.random.default_rng(zlib.crc32(repr(("relu copy", arch, act)).encode()))
+    jobs = []
+    for op in ("Sigmoid", "Tanh", "Conv+Sigmoid", "Conv+Gelu"):
+        for _ in range(2):
+            m, feeds = _job(rng, op, act, relu=True)  # the activation and the Concat on Relu ranges, then:
+            z3 = int(rng.integers(int(info.min) + 20, int(info.max) - 20))  # the Concat's zero point moved up
+            for init in m.graph.initializer:
+                if init.name in ("z_z", "b_z"):
+                    init.CopyFrom(_init(z3, init.name, act))
+            jobs.append((m, feeds))
+    _check_many(tmp_path, jobs, arch)
+
+
 def test_concat_input_on_a_relu_range_into_a_lower_concat_is_refused(tmp_path):
     """A Conv on a Relu range (zero point 0) into a Concat whose zero point is 128: the re-run floored at 0.0
     is still 1 code off on 12-84 of 512 (measured): refused."""

@@ -1,9 +1,9 @@
 """A YOLO-style detection head (tests/onnx_models.py ``detection_head``) quantized four ways -- as ONNX Runtime
 recommends for the QNN EP at uint8 and uint16, and by ``quantize_static`` at uint8 per channel and int8 -- on
 Qualcomm's HTP emulation (onnxruntime-qnn 2.7.0), v68 and v73: ``capture`` -> ``diff`` under the matching
-scheme.  The nodes the scheme does not model (a Mul by a constant after a Split, a requantizing Concat after a
-Sigmoid) are anchored on the device's values; every other quantized tensor must equal the emulator's code for
-code."""
+scheme.  The nodes the scheme does not model (a Mul by a constant after a Split; at 16 bits also the requantizing
+Concat after the scores' Sigmoid, modelled at 8 bits since -- the Sigmoid's codes copied there, refused before) are
+anchored on the device's values; every other quantized tensor must equal the emulator's code for code."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,4 +60,4 @@ def test_every_modelled_tensor_equals_the_emulator(tmp_path, quantized, arch, fo
     by, q_outputs = capture_and_diff(tmp_path, made[form], feeds, arch)
     status = [by[n]["status"] for n in q_outputs]
     assert set(status) <= {"exact", "unmodelled"}, {n: s for n, s in zip(q_outputs, status)}
-    assert status.count("unmodelled") == 2 and status.count("exact") >= 14, status
+    assert status.count("unmodelled") == (2 if form == "qnn_uint16" else 1) and status.count("exact") >= 14, status

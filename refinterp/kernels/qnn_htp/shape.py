@@ -94,6 +94,18 @@ def requant_table(t_in, t_out, node, sixteen: bool = False) -> tuple[np.ndarray,
     return htp.quantize_float(x, float(so), zo, lo, hi).astype(t_out.dtype), lo
 
 
+def exact_copy_table(t_in, t_out, node) -> tuple[np.ndarray, int]:
+    """Every 8-bit code of ``t_in`` onto ``t_out``'s parameters, the exact value rounded half up (a requantizing
+    Concat's input from a table activation on a Relu range: passes/htp_concat.py)."""
+    require_8bit(node, [t_in, t_out])
+    (si, zi), (so, zo) = qparams(t_in, node, "input"), qparams(t_out, node, "output")
+    lo, hi = qrange(t_in.dtype)
+    # |q - z| <= 255 and float32 scales: within a float64 ulp or two of the exact quotient; an exact tie rounds up
+    # (ties themselves not measured apart)
+    v = (np.arange(lo, hi + 1) - zi) * float(si) / float(so)
+    return np.clip(np.floor(v + 0.5) + zo, lo, hi).astype(t_out.dtype), lo
+
+
 def apply_table(tab, codes):
     """Codes through a ``requant_table`` result (None: unchanged)."""
     if tab is None:
@@ -147,9 +159,12 @@ def _prepare(node, ctx):
     n_data = len(ctx.inputs) if node.op == "Concat" else 1
     tables = []
     constant_pad = node.op == "Pad" and str(node.attr("mode", "constant")).lower() == "constant"
+    exact = node.attrs.get("htp_concat_exact_copy") or ()  # passes/htp_concat.py
     for t in ctx.inputs[:n_data]:
         if not (is_quantized(t) and is_quantized(out)) or same_params(t, out):
             tables.append(None)
+        elif t.name in exact:
+            tables.append(exact_copy_table(t, out, node))
         elif node.op in REQUANTIZING and not constant_pad:
             if node.op != "Concat":  # Concat: passes/htp_concat.py
                 require_measured_requant(node, t)
