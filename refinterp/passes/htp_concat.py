@@ -34,12 +34,13 @@ CONCAT_FOLDS = ("Conv", "ConvTranspose", "Sub", "Mul", "MaxPool", "Swish")
 # HardSwish / LeakyRelu are not among them (v73 fuses them into a Conv), nor are 16-bit ones (their outputs are on
 # the encodings the QNN EP imposes).  On a Relu range into a Concat whose zero point is higher, the Concat copies
 # their codes instead, rounding the exact value half up (160 jobs, Sigmoid / Tanh after a graph input, Sigmoid /
-# Gelu after a Conv: 0 off; the re-run 12-504 codes of 512 off, the HTP's QuantizeLinear copy table 0-180):
-# ``htp_concat_exact_copy``, the Concat kernel's
+# Gelu after a Conv: 0 off; the re-run 12-504 codes of 512 off, the HTP's QuantizeLinear copy table 0-180): those
+# inputs go to the Concat kernel in ``htp_concat_exact_copy``
 CONCAT_FOLDS_8BIT = ("Sigmoid", "Tanh", "Gelu", "Elu")
 
-# (move, producer) pairs re-run through a same-parameter move (8 random sets each, v68 / v73, uint8 / int8: 0 off;
-# after MaxPool, Mul, Sigmoid or HardSwish neither the re-run nor the codes as they are fit)
+# (move, producer) pairs re-run through a same-parameter move, 8-bit (8 random sets each, v68 / v73, uint8 / int8:
+# 0 off; after MaxPool, Mul, Sigmoid or HardSwish neither the re-run nor the codes as they are fit; 16 bits not
+# measured)
 THROUGH_MOVES = {("Transpose", "Conv"), ("Transpose", "Swish"), ("Reshape", "Conv"), ("Reshape", "Swish"),
                  ("Resize", "Conv")}
 
@@ -75,7 +76,7 @@ def concat_units(nodes: list[Node], tensors: dict) -> list[Node]:
             t, p = tensors.get(name), producer.get(name)
             if t is None or t.quant is None or t.const is not None or _same_quant(t.quant, oq) or p is None:
                 continue
-            if _copy_move(p, t, tensors) and not _relu_into_lower(t, oq):
+            if t.dtype in ("uint8", "int8") and _copy_move(p, t, tensors) and not _relu_into_lower(t, oq):
                 q = producer.get(p.inputs[0])
                 if q is not None and (p.op, q.op) in THROUGH_MOVES and len(q.outputs) == 1:
                     out.append(_rerun(q, n.name, oq, tensors))
