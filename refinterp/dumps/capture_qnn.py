@@ -97,13 +97,17 @@ def _values(graph, taps, feed, htp_arch, cache, probe: bool = False) -> dict[str
     return got
 
 
-def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray] | None:
-    """The tapped session's outputs, or None when its final outputs differ from ``want`` (the plain session's)."""
-    got = _values(graph, taps, feed, htp_arch, cache, probe)
+def _faithful(got: dict, want: dict) -> dict[str, np.ndarray] | None:
+    """``got`` (a tapped session's outputs), or None when its final outputs differ from ``want`` (the plain
+    session's)."""
     for o, v in want.items():
         if not np.array_equal(np.asarray(got.get(o)), np.asarray(v), equal_nan=True):
             return None
     return got
+
+
+def _run_tapped(graph, taps, feed, want: dict, htp_arch, cache, probe: bool = False) -> dict[str, np.ndarray] | None:
+    return _faithful(_values(graph, taps, feed, htp_arch, cache, probe), want)
 
 
 def _faithful_taps(graph, taps: tuple[str, ...], feed, want: dict, htp_arch, cache) -> tuple[str, ...]:
@@ -147,6 +151,7 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
                                  f"the HTP): {msg[:300]}", graph.path) from None
     plain = cache["plain"]
     want = dict(zip([o.name for o in plain.get_outputs()], plain.run(None, feed)))  # once per sample
+    full = None  # this sample's run of the session exposing every tap, when that is the capture's session
     if "searched" not in cache:  # the taps whose exposure moves another tensor, on the first sample
         cache["searched"] = True
         full = _values(graph, cache["taps"], feed, htp_arch, cache)
@@ -156,7 +161,8 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
             del cache["tapped", cache["taps"]]
             cache["taps"] = tuple(t for t in cache["taps"] if t not in bad)
             cache.setdefault("left_out", []).extend(bad)
-    got = _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
+            full = None
+    got = _faithful(full, want) if full is not None else _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
     if got is None:
         cache["taps"] = _faithful_taps(graph, cache["taps"], feed, want, htp_arch, cache)
         got = _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)

@@ -8,11 +8,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 import refinterp
 from refinterp.dumps.capture_qnn_taps import _groups, perturbing_taps, witnesses
+from tests.onnx_models import single_node_model
 
 
 def _chain(tmp_path):
     """x -> Q0 -> Relu -> Q1 -> Sigmoid -> Q2 -> Tanh -> Q3, and Q1 -> Abs -> Q4 (a branch)."""
-    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z")]
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"])]
     prev = "q0"
     for k, op in enumerate(["Relu", "Sigmoid", "Tanh"], start=1):
@@ -22,11 +24,8 @@ def _chain(tmp_path):
         prev = f"q{k}"
     nodes += [helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["d4"]), helper.make_node("Abs", ["d4"], ["f4"]),
               helper.make_node("QuantizeLinear", ["f4", "s", "z"], ["q4"])]
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                          [helper.make_tensor_value_info("q3", TensorProto.UINT8, [4]),
-                           helper.make_tensor_value_info("q4", TensorProto.UINT8, [4])], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
+    m = single_node_model(nodes, {"x": np.zeros(4, np.float32)}, {"q3": TensorProto.UINT8, "q4": TensorProto.UINT8},
+                          opset=17, ir_version=8, inits=inits)
     p = tmp_path / "chain.onnx"
     onnx.save(m, str(p))
     return refinterp.load(str(p))
