@@ -324,7 +324,8 @@ def _encoding_overrides(nodes: list[Node], tensors: dict) -> list[Node]:
 
 
 def fuse_qdq_htp(graph: Graph) -> Graph:
-    f = _HtpFuser(graph)
+    from .htp_bias import quantize_float_biases  # ONNX Runtime's rewrite before the QNN EP sees the graph
+    f = _HtpFuser(quantize_float_biases(graph))
     f.drop_activations()
     for n in list(f.nodes):
         f.fuse_node(n)

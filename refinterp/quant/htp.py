@@ -132,28 +132,34 @@ def conv_requant_params(M: float) -> tuple[int, float]:
     return k, mantissa12(M * 2.0 ** k)
 
 
-def conv_bias(bias: np.ndarray, bias_scale: float, x_scale: float, w_scale: float) -> np.ndarray:
-    """The int32 bias the HTP adds for per-tensor weights (module docstring)."""
+def conv_bias(bias: np.ndarray, bias_scale: float, x_scale: float, w_scale: float,
+              truncate: bool = True) -> np.ndarray:
+    """The int32 bias the HTP adds for per-tensor weights (module docstring); ``truncate=False``: the
+    float32 quotient before the truncation (float64 array of float32 values; v68's 16-bit convolution adds
+    it so, htp_ops.py)."""
     F = np.float32
     real = (np.asarray(bias).astype(F) * F(bias_scale)).astype(F)
-    return np.trunc((real / F(F(x_scale) * F(w_scale))).astype(F).astype(np.float64)).astype(np.int64)
+    q = (real / F(F(x_scale) * F(w_scale))).astype(F).astype(np.float64)
+    return np.trunc(q).astype(np.int64) if truncate else q
 
 
-def conv_bias_per_channel(bias: np.ndarray, x_scale: float, w_scales: np.ndarray) -> np.ndarray:
+def conv_bias_per_channel(bias: np.ndarray, x_scale: float, w_scales: np.ndarray,
+                          truncate: bool = True) -> np.ndarray:
     """The int32 bias the v73 HTP adds for per-channel weights (module docstring): the bias codes (in
     each channel's accumulator units, the bias scale being s_x s_w[c]) as reals on the common scale
     s = f32(s_x max(s_w)), re-quantized together to the largest magnitude over 2^28, back on s,
-    truncated."""
+    truncated (``truncate=False``: the float32 values before it, as ``conv_bias``)."""
     F = np.float32
     s = F(F(x_scale) * np.asarray(w_scales, F).max())
     real = (np.asarray(bias).astype(F) * s).astype(F)
     top = float(np.abs(real).max()) if real.size else 0.0
     if top == 0.0:
-        return np.zeros(real.shape, np.int64)
+        return np.zeros(real.shape, np.int64 if truncate else np.float64)
     unit = F(top * 2.0 ** -28)  # exact: a power-of-two scaling of a float32 value
     q = np.round((real * (F(1) / unit)).astype(F).astype(np.float64))  # half to even; |q| <= 2^28
     back = (q * np.float64(unit)).astype(F)
-    return np.trunc((back / s).astype(F).astype(np.float64)).astype(np.int64)
+    q = (back / s).astype(F).astype(np.float64)
+    return np.trunc(q).astype(np.int64) if truncate else q
 
 
 def conv_requant(acc: np.ndarray, M: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:

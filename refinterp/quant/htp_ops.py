@@ -41,8 +41,11 @@ with codes and zero points moved by 32768), M as above::
 
     g  = (A >> 8) - round_half_up(Z_x / 256)    A, Z_x as v73's 16-bit rule (htp.py); no bias there
     Z  = floor(f32(f32(f32(zp_y / M) + f32(bias)) + 1/2) / 256)   the output zero point in accumulator
-                                                units plus the bias codes as they are, summed in float32,
-                                                then to g units with the half added first, in float32
+                                                units plus the bias, summed in float32, then to g units
+                                                with the half added first, in float32
+    bias = v73's re-derived bias (htp.conv_bias / conv_bias_per_channel) *before* its truncation: the float32
+           quotient f32(f32(b s_b) / f32(s_x s_w)) (per-channel weights: the vector re-quantized on the common
+           scale first); uint8 weights (htp_weights.py): that quotient on the model's one weight scale, over rh
     m  = 256 M rounded to 11 significant bits (half up)    no pre-shift
     y  = clamp(floor((g + Z) m + 1/2), 0, 65535)
 
@@ -61,6 +64,12 @@ with codes and zero points moved by 32768), M as above::
     f32(0.0025) and zero points 32768, 33520, 34000, 40000, f32(zp / M) is 256 n - 1 (float32 spacing 1 above
     2^23), f32(x + 1/2) rounds to even, 256 n, and the emulator's Z is n (with the half added in float64,
     n - 1: 299-326 of 512 codes one below; tests/conformance/test_qnn_htp_requant_moves.py found it).
+    The bias: the codes as they are fit every bias below 2^22, where the float32 quotient is within 1/4 of the
+    code; a ShuffleNetV2 by get_qnn_qdq_config at uint16 has a bias 7,654,911 = 256 * 29902 - 1 whose quotient is
+    7,654,911.5, and the emulator's channel is one code up (4 of 384 outputs).  1x1 layers with output zero
+    point 0 and biases 256 n + {-2 .. 2, +-128} in [2^22, 2^24) (80 layers of 64 channels: uint16 / int16,
+    per-tensor / per-channel int8, uint8 weights): the codes as they are miss 10-50 channels per 16 layers, the
+    quotient 0 (truncated, v73's bias, or the uint8 weights' quotient on the scale s rh: 15-16 channels).
 
 Depthwise convolution with stride 2 (v68 and v73 identical: a kernel of its own)::
 

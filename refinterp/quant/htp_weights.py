@@ -23,6 +23,8 @@ and the layer then runs as a convolution with per-channel int8 weights and multi
     v68: the int32 bias and the output zero point fold into one offset, rounded once:
          Z_c = floor(f32(z_y / M_c) + b_c / rh_c + 1/2)   (a = (acc + Z_c) >> k, htp_ops' v68 rule)
     v73: the bias re-derived by htp.conv_bias with s' as the weight scale (trunc of the quotient).
+    16-bit activations, v68: b_c is conv_bias's float32 quotient on the one scale s, not truncated, over rh_c
+    (htp_ops.py, "v68 16-bit convolution"); with s' instead, 15-16 channels of 1,024 miss.
 
 Evidence (v68 and v73, uint8 activations): 1x1 convolutions over every input code and every pair of
 two input codes (65,536 accumulators per layer) with weight zero points 0 .. 255 -- the level
