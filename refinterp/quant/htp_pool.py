@@ -13,7 +13,17 @@ Window average, GlobalAveragePool (v68 and v73 identical), A = s_x / (s_y * n) f
     Evidence: 30 + 20 layers of 512 .. 2048 channels over 2x2 .. 7x7 windows, uint8 and int8:
     0 differences (plain rounding of the exact mean differs on 28 of 61,440).  uint16 the same: 10
     layers of 1,024 channels over windows of 12 .. 56 cells, v73 and v68, 0 of 10,240 (the QNN EP
-    refuses an int16 GlobalAveragePool).  AveragePool with
+    refuses an int16 GlobalAveragePool).  On uint16 with A below 1/2 (p >= 16) the HTP rounds twice, the first
+    shift by a = the bit length of n, which is one rounding with the offset 2^(p-1) + 2^(a-1)::
+
+        y  = clamp(((S * i + 2^(p-1) + 2^(a-1)) >> p) + zp_y)
+
+    Evidence (v68 and v73, 2x2 .. 8x8 windows, 36 sets of 2,048 channels whose sums put S i within 1,700 units
+    of 2^-p below a tie; tests/conformance/test_qnn_htp_gap16.py): the single rounding misses 4-251 codes per set,
+    all within 2^(a-1) units of the tie, this form 0 on 35 sets; at A >= 1/2 (p = 15, 4 sets) the single rounding
+    is exact.  Found on a MobileNetV3-Small by get_qnn_qdq_config at uint16 (v68, a 2x2 GlobalAveragePool: one
+    code in 576).  One 3x3 set (A = 0.0722, p = 18) missed 1,018 positive sums as far as 0.0057 below the tie
+    under both forms: not identified.  AveragePool with
     padding and ReduceMean do *not* follow this rule (v68 and v73 differ from it and from each other):
     not characterised.  ReduceMean measured further (v73, uint8): over H x W, the last axis or the
     channels it equals this rule on most layers (0 of 1,024 .. 2,048 codes for n = 10 .. 2,048), but with
@@ -63,10 +73,12 @@ def average_params(A: float) -> tuple[int, int]:
     return p, math.floor(A * 2.0 ** p + 0.5)
 
 
-def average(S: np.ndarray, params: tuple[int, int], zy: int, qmin: int, qmax: int) -> np.ndarray:
-    """Window sums S of zero-point-subtracted codes -> output codes (int64)."""
+def average(S: np.ndarray, params: tuple[int, int], zy: int, qmin: int, qmax: int, n16: int = 0) -> np.ndarray:
+    """Window sums S of zero-point-subtracted codes -> output codes (int64).  ``n16``: the window's cell count on
+    uint16 codes (module docstring: A below 1/2 rounds twice there, the first shift by n's bit length)."""
     p, i = params
-    return np.clip(((np.asarray(S, np.int64) * i + (1 << (p - 1))) >> p) + zy, qmin, qmax)
+    extra = (1 << (n16.bit_length() - 1)) if n16 and p >= 16 else 0
+    return np.clip(((np.asarray(S, np.int64) * i + (1 << (p - 1)) + extra) >> p) + zy, qmin, qmax)
 
 
 def pair_average_params(A: float) -> tuple[int, int, int]:

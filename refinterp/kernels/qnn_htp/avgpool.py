@@ -170,7 +170,7 @@ def _run(p: HtpAvgPoolPlan, x):
         n = int(np.prod(p.fplan.kernel_shape))
         s = from_channels_last(_window_sum(p, x), p.fplan.layout)
         return htp_pool.average(s, htp_pool.average_params(float(p.xs) / (float(p.ys) * n)), p.zy, p.lo,
-                               p.hi).astype(p.dtype)
+                               p.hi, n if p.dtype == "uint16" else 0).astype(p.dtype)
     if p.kind == "float":
         xf = ((x.astype(np.int64) - p.zx) * np.float32(p.xs)).astype(np.float32)  # |q - z| <= 255: one rounding
         avg = float_pool.average_pool(p.fplan, xf)

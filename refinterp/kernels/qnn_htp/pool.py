@@ -1,8 +1,8 @@
 """HTP pooling on 8-bit activations (v68 and v73 alike):
 
 * GlobalAveragePool: refinterp/quant/htp_pool.py ``average`` -- the exact window sum times a 15-bit
-  fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16 (measured; int16:
-  the QNN EP does not take it, refused).
+  fixed-point s_x / (s_y * n), rounded half up, zero point after; the same on uint16, rounded twice below
+  A = 1/2 (measured; int16: the QNN EP does not take it, refused).
 * MaxPool: the maximum of the stored codes (also on uint16 / int16 with unchanged parameters: 0 of 10,832
   codes per arch and type, padded or not; a 16-bit MaxPool that requantizes differs from the copy table:
   refused); with other output parameters and no padding the max is
@@ -124,6 +124,6 @@ for _variant in ARCHS:
             params = htp_pool.average_params(float(p.xs) / (float(p.ys) * n))
         except ValueError as e:
             raise UnsupportedOpError(f"GlobalAveragePool: {e}") from None
-        return htp_pool.average(s, params, p.zy, p.lo, p.hi).astype(p.dtype)
+        return htp_pool.average(s, params, p.zy, p.lo, p.hi, n if p.dtype == "uint16" else 0).astype(p.dtype)
 
     htp_kernel("MaxPool", _variant, _maxpool_prepare)(_maxpool)
