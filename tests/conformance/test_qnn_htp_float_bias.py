@@ -38,7 +38,8 @@ def _with_bias(m, bias_nodes: list, bias_inits: list, name: str):
 def _layer(rng, pc: bool):
     C, O, H = 8, 16, 6
     xs = float(F(10 ** rng.uniform(-2.5, -1.5)))
-    ws = (F(10 ** rng.uniform(-2.5, -1.5)) * rng.uniform(0.5, 2, O)).astype(F) if pc else F(10 ** rng.uniform(-2.5, -1.5))
+    ws0 = F(10 ** rng.uniform(-2.5, -1.5))
+    ws = (ws0 * rng.uniform(0.5, 2, O)).astype(F) if pc else ws0
     ys = float(F(xs * float(np.max(ws)) * 10 ** rng.uniform(0.5, 1.5)))
     w = rng.integers(-127, 128, (O, C, 3, 3)).astype(np.int8)
     codes = rng.integers(-5000, 5000, O).astype(np.int32)

@@ -9,6 +9,7 @@ from refinterp.quant import htp, htp_ops
 from ..tflite.common import where
 from .gemm_plan import HtpGemmPlan, htp_bias, ort_plan, symmetric_weights
 
+
 def prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     """16-bit activations with int8 weights (htp.py, "16-bit activations"; v68: htp_ops.py): one 16-bit type
     in and out, symmetric int8 weights; the plan's z holds Z (added to ORT's accumulator to give A), its
@@ -22,7 +23,8 @@ def prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
                                  "weights only")
     if kind == "DepthwiseConv" and x.dtype == "int16":  # measured: the QNN EP leaves it unassigned
         raise UnsupportedOpError(f"{where(node)}: an int16 depthwise Conv: the QNN EP does not take it onto the HTP")
-    plan = ort_plan(node, ctx, kind, kind == "DepthwiseConv" and any(int(v) != 1 for v in node.attrs.get("strides") or ()))
+    strided_dw = kind == "DepthwiseConv" and any(int(v) != 1 for v in node.attrs.get("strides") or ())
+    plan = ort_plan(node, ctx, kind, strided_dw)  # the stride-2 depthwise kernel adds the bias codes as they are
     ws = np.asarray(w.quant.scale, np.float32).ravel()
     if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
         return _dw_stride2_16(node, ctx, plan, ws, arch)
@@ -70,7 +72,8 @@ def prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
         if bias is not None:  # re-derived in float32 on the model's weight scales, not truncated; over rh in units
             # of the re-quantized weights' accumulator
             w_scales = np.asarray(w.quant.scale, np.float32).ravel()
-            bias = htp_bias(node, ctx, bias, w_scales, w_scales.size > 1, truncate=False) / (1.0 if rh is None else rh)
+            bias = htp_bias(node, ctx, bias, w_scales, w_scales.size > 1, truncate=False)
+            bias = bias if rh is None else bias / rh
         zy = htp_ops.folded_zero_point16(plan.zy + shift, np.asarray(mult, np.float64), bias)
         return HtpGemmPlan(plan, arch, term, np.zeros_like(m, np.int64), m, Z, shift, "a16_v68", zy_fold=zy,
                            phase_z=phase_z)
