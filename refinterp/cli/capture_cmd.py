@@ -24,6 +24,10 @@ def register(sub) -> None:
                         "graph, as deployed; disable: every tensor of the model, unfused)")
     p.add_argument("--htp-arch", default="73", choices=HTP_ARCHS,
                    help="qnn-htp: the Hexagon architecture the emulator models (default 73)")
+    p.add_argument("--htp-probes", type=int, default=None, metavar="N",
+                   help="qnn-htp: at most N emulator sessions (each builds the model: 1-10 s) search for the tensors "
+                        "whose exposure changes what the HTP computes; those left unresolved are left out of the "
+                        "dump (default 48)")
     p.add_argument("--arch", default="x86_64", choices=ARCHES,
                    help="run the runtime's aarch64 build under qemu user-mode emulation (arm64: LiteRT 2.3 / "
                         "ONNX Runtime 1.32; arm64-tflite2.14: tflite-runtime 2.14); build it once with: python -m refinterp.dumps.arm64_env")
@@ -38,6 +42,7 @@ def run(args) -> int:
 
     from .. import load
     from ..dumps.capture import capture
+    from ..errors import InputError
     from ..dumps.npydir import write_npy_dump
     from ..samples import feed_samples
     from .common import check_dump_dir, resolve_inputs
@@ -46,8 +51,10 @@ def run(args) -> int:
     graph = load(args.model)
     samples = feed_samples(graph, resolve_inputs(args, graph))
     notes: list[str] = []
+    if args.htp_probes is not None and args.htp_probes < 0:
+        raise InputError(f"--htp-probes {args.htp_probes}: a count of sessions, 0 or more")
     results = capture(graph, args.runtime, samples, args.ort_opt_level, args.htp_arch, args.arch, args.arm_core,
-                      notes)
+                      notes, args.htp_probes)
     names = [n for n in results[0] if all(n in r for r in results)]
     if len(results) == 1:
         tensors, k = results[0], None

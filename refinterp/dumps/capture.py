@@ -213,12 +213,14 @@ def _reconcile(v: np.ndarray, info, channels_last: bool) -> np.ndarray | None:
 
 def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
             ort_opt_level: str = "all", htp_arch: str = "73", arch: str = "x86_64",
-            arm_core: str = "a76", notes: list[str] | None = None) -> list[dict[str, np.ndarray]]:
+            arm_core: str = "a76", notes: list[str] | None = None,
+            htp_probes: int | None = None) -> list[dict[str, np.ndarray]]:
     """``arch`` (``capture_arm64.ARCHES``): x86_64 runs the runtime installed here; arm64 /
     arm64-tflite2.14 run the aarch64 wheels under qemu on the emulated ``arm_core``.  ``notes`` receives
-    what the user should know about the capture (tensors left out and why)."""
+    what the user should know about the capture (tensors left out and why).  ``htp_probes``: qnn-htp's budget of
+    search sessions (capture_qnn.PROBES when None)."""
     from .capture_arm64 import ARCHES, EmulatedOrt, capture_litert_arm64
-    from .capture_qnn import capture_qnn_htp
+    from .capture_qnn import PROBES, capture_qnn_htp
 
     if runtime not in RUNTIMES:
         raise InputError(f"unknown runtime '{runtime}' (known: {', '.join(RUNTIMES)})")
@@ -238,7 +240,8 @@ def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
     for feed in samples:
         try:
             if runtime == "qnn-htp":
-                out.append(capture_qnn_htp(graph, feed, htp_arch, sessions))
+                out.append(capture_qnn_htp(graph, feed, htp_arch, sessions,
+                                           PROBES if htp_probes is None else htp_probes))
             elif runtime == "onnxruntime":
                 out.append(capture_onnxruntime(graph, feed, ort_opt_level, EmulatedOrt(arm_core) if arm else None))
             elif runtime == "tflm":
@@ -255,4 +258,7 @@ def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
     if sessions.get("left_out") and notes is not None:
         notes.append(f"left out {len(sessions['left_out'])} tensor(s) whose exposure changes what the HTP computes "
                      f"(fused into their consumer on the device): {', '.join(sessions['left_out'])}")
+    if sessions.get("unresolved") and notes is not None:
+        notes.append(f"{len(sessions['unresolved'])} of them were left out unresolved: the search for such tensors "
+                     f"ran out of its {PROBES if htp_probes is None else htp_probes} emulator sessions (--htp-probes)")
     return out

@@ -132,10 +132,14 @@ def _faithful_taps(graph, taps: tuple[str, ...], feed, want: dict, htp_arch, cac
     return tuple(kept)
 
 
+PROBES = 48  # the default budget of the tap search's emulator sessions (capture_qnn_taps.py)
+
+
 def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "73",
-                    _sessions: dict | None = None) -> dict[str, Any]:
+                    _sessions: dict | None = None, probes: int | None = PROBES) -> dict[str, Any]:
     """A QuantizeLinear output whose exposure would change the HTP's result is left out of the capture and
-    named in ``_sessions["left_out"]``."""
+    named in ``_sessions["left_out"]``; ``probes``: at most that many sessions search for them (None: no bound),
+    the taps left unresolved are left out too and named in ``_sessions["unresolved"]``."""
     feed = {k: np.asarray(v) for k, v in feed.items()}
     cache = _sessions if _sessions is not None else {}
     if "plain" not in cache:
@@ -155,8 +159,10 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
     if "searched" not in cache:  # the taps whose exposure moves another tensor, on the first sample
         cache["searched"] = True
         full = _values(graph, cache["taps"], feed, htp_arch, cache)
-        bad = perturbing_taps(graph, cache["taps"], lambda taps: _values(graph, taps, feed, htp_arch, cache, True),
-                              full)
+        bad, unresolved = perturbing_taps(graph, cache["taps"],
+                                          lambda taps: _values(graph, taps, feed, htp_arch, cache, True), full, probes)
+        cache["unresolved"] = unresolved
+        bad = bad + unresolved
         if bad:
             del cache["tapped", cache["taps"]]
             cache["taps"] = tuple(t for t in cache["taps"] if t not in bad)

@@ -57,7 +57,7 @@ def test_a_tap_that_moves_only_its_witness_is_found(tmp_path):
         return values
 
     full = run(taps)
-    assert perturbing_taps(graph, taps, run, full) == ["q1"]
+    assert perturbing_taps(graph, taps, run, full) == (["q1"], [])
     assert len(runs) <= 6  # one session per group, and a few to single the tap out
 
 
@@ -75,4 +75,33 @@ def test_a_refused_probe_is_split_and_a_refused_single_tap_stays(tmp_path):
             values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
         return values
 
-    assert perturbing_taps(graph, taps, run, run(taps)) == ["q1"]
+    assert perturbing_taps(graph, taps, run, run(taps)) == (["q1"], [])
+
+
+def test_a_budget_of_probes_leaves_the_unresolved_taps_out(tmp_path):
+    """With too few probes the taps not yet cleared are returned as unresolved (the capture leaves them out: fewer
+    tensors, none that the exposure moved); the groups are probed breadth first, so the first probes clear whole
+    groups; with a budget of 0 every tap with a witness is unresolved."""
+    graph = _chain(tmp_path)
+    taps = ("q0", "q1", "q2", "q3", "q4")
+    runs = []
+
+    def run(exposed):
+        runs.append(exposed)
+        values = {t: np.full(4, 7) for t in exposed}
+        if "q2" in exposed:
+            values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
+        return values
+
+    full = run(taps)
+    groups = _groups(taps, witnesses(graph, taps))
+    unbounded, _ = perturbing_taps(graph, taps, run, full)
+    needed = len(runs) - 1
+    for budget in range(needed):
+        runs.clear()
+        found, unresolved = perturbing_taps(graph, taps, run, full, budget)
+        assert len(runs) == budget and unresolved  # the search stopped within its budget
+        assert "q1" in found + unresolved  # the perturbing tap is never kept
+        assert set(found + unresolved) <= {"q0", "q1", "q2"}
+    assert perturbing_taps(graph, taps, run, full, 0) == ([], [t for g in groups for t in g])
+    assert perturbing_taps(graph, taps, run, full, needed) == (unbounded, [])
