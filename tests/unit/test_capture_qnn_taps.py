@@ -31,6 +31,18 @@ def _chain(tmp_path):
     return refinterp.load(str(p))
 
 
+def _device(runs: list):
+    """A simulated device where exposing q1 changes q2 (its consumer fuses otherwise) and nothing else; each run's
+    exposed taps are appended to ``runs``."""
+    def run(exposed):
+        runs.append(exposed)
+        values = {t: np.full(4, 7) for t in exposed}
+        if "q2" in exposed:
+            values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
+        return values
+    return run
+
+
 def test_witnesses_are_the_next_taps_downstream(tmp_path):
     graph = _chain(tmp_path)
     taps = ("q0", "q1", "q2", "q3", "q4")
@@ -48,14 +60,7 @@ def test_a_tap_that_moves_only_its_witness_is_found(tmp_path):
     graph = _chain(tmp_path)
     taps = ("q0", "q1", "q2", "q3", "q4")
     runs = []
-
-    def run(exposed):
-        runs.append(exposed)
-        values = {t: np.full(4, 7) for t in exposed}
-        if "q2" in exposed:
-            values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
-        return values
-
+    run = _device(runs)
     full = run(taps)
     assert perturbing_taps(graph, taps, run, full) == (["q1"], [])
     assert len(runs) <= 6  # one session per group, and a few to single the tap out
@@ -85,14 +90,7 @@ def test_a_budget_of_probes_leaves_the_unresolved_taps_out(tmp_path):
     graph = _chain(tmp_path)
     taps = ("q0", "q1", "q2", "q3", "q4")
     runs = []
-
-    def run(exposed):
-        runs.append(exposed)
-        values = {t: np.full(4, 7) for t in exposed}
-        if "q2" in exposed:
-            values["q2"] = np.full(4, 8 if "q1" in exposed else 9)
-        return values
-
+    run = _device(runs)
     full = run(taps)
     groups = _groups(taps, witnesses(graph, taps))
     unbounded, _ = perturbing_taps(graph, taps, run, full)
