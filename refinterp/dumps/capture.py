@@ -259,6 +259,7 @@ def capture(graph: Graph, runtime: str, samples: list[dict[str, np.ndarray]],
         notes.append(f"left out {len(sessions['left_out'])} tensor(s) whose exposure changes what the HTP computes "
                      f"(fused into their consumer on the device): {', '.join(sessions['left_out'])}")
     if sessions.get("unresolved") and notes is not None:
-        notes.append(f"{len(sessions['unresolved'])} of them were left out unresolved: the search for such tensors "
-                     f"ran out of its {PROBES if htp_probes is None else htp_probes} emulator sessions (--htp-probes)")
+        notes.append(f"left out {len(sessions['unresolved'])} tensor(s) the search for such tensors did not clear "
+                     f"within its {PROBES if htp_probes is None else htp_probes} emulator sessions (--htp-probes): "
+                     f"{', '.join(sessions['unresolved'])}")
     return out

@@ -162,10 +162,10 @@ def capture_qnn_htp(graph: Graph, feed: dict[str, np.ndarray], htp_arch: str = "
         bad, unresolved = perturbing_taps(graph, cache["taps"],
                                           lambda taps: _values(graph, taps, feed, htp_arch, cache, True), full, probes)
         cache["unresolved"] = unresolved
-        bad = bad + unresolved
-        if bad:
+        if bad or unresolved:
             del cache["tapped", cache["taps"]]
-            cache["taps"] = tuple(t for t in cache["taps"] if t not in bad)
+            gone = set(bad) | set(unresolved)
+            cache["taps"] = tuple(t for t in cache["taps"] if t not in gone)
             cache.setdefault("left_out", []).extend(bad)
             full = None
     got = _faithful(full, want) if full is not None else _run_tapped(graph, cache["taps"], feed, want, htp_arch, cache)
