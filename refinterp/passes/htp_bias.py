@@ -13,8 +13,11 @@ model of torchvision's SqueezeNet 1.1 has such biases on the Conv layers that sh
 
 ORT also removes Identity nodes before that (IdentityElimination): a bias read through Identity (the exporter shares
 equal constants so: torchvision's untrained SqueezeNet has every Conv bias read from the first layer's through
-Identity, after quantize_static from that layer's DequantizeLinear) is read from its source here; a bias of zeros
-(codes at their zero point) is dropped.
+Identity, after quantize_static from that layer's DequantizeLinear) is read from its source here; an int32 one of
+zeros on that layer's scale then runs as no bias (kernels/qnn_htp/gemm_plan.py ``ort_plan``).  get_qnn_qdq_config
+quantizes such a shared bias like a weight instead (uint16 at a16), and the HTP computes that Conv otherwise even
+with every code 0 (a SqueezeNet's first layer: 30% of the codes 1-2 off the rule without a bias): no QDQ unit,
+refused as before.
 """
 from __future__ import annotations
 
@@ -47,25 +50,6 @@ def _bias_scale(n: Node, dx: Node, dw: Node, tensors: dict, size: int) -> np.nda
     return (sx.reshape(()) * sw.reshape(sw.shape if sw.size != 1 else ())).astype(np.float32)
 
 
-def _zero_dq(d: Node | None, tensors: dict) -> bool:
-    """``d`` dequantizes int32 codes that all equal their zero point: a bias of zeros, whatever its scale (every rule
-    adds nothing for it, so the node runs without it).  Other types are left: get_qnn_qdq_config quantizes a bias
-    shared by several layers like a weight, as uint16 at a16, and the HTP computes such a Conv otherwise even with
-    every code 0 (a SqueezeNet's first layer: 30% of the codes 1-2 off the rule without a bias): refused as before,
-    the node is no QDQ unit."""
-    if d is None or d.op != "DequantizeLinear":
-        return False
-    q = _const(tensors, d.inputs[0])
-    z = _const(tensors, d.inputs[2]) if len(d.inputs) > 2 else None
-    if q is None or q.dtype != np.int32 or (len(d.inputs) > 2 and d.inputs[2] and z is None):
-        return False
-    zero = 0 if z is None else z.astype(np.int64)
-    axis = int(d.attrs.get("axis", 1))
-    if np.ndim(zero) == 1 and q.ndim > 1:  # per-axis zero points
-        zero = zero.reshape([-1 if i == axis % q.ndim else 1 for i in range(q.ndim)])
-    return bool(np.all(q.astype(np.int64) == zero))
-
-
 def quantize_float_biases(graph: Graph) -> Graph:
     tensors = dict(graph.tensors)
     producer = {o: n for n in graph.nodes for o in n.outputs}
@@ -77,10 +61,6 @@ def quantize_float_biases(graph: Graph) -> Graph:
                 src = producer[src].inputs[0]  # ORT removes Identity nodes first (exporters share equal constants so)
             if src != n.inputs[2]:
                 n = dataclasses.replace(n, inputs=[*n.inputs[:2], src, *n.inputs[3:]])
-            if _zero_dq(producer.get(src), tensors):
-                n = dataclasses.replace(n, inputs=n.inputs[:2])
-                nodes.append(n)
-                continue
             b = _const(tensors, src)
             dx, dw = producer.get(n.inputs[0]), producer.get(n.inputs[1])
             if b is not None and b.dtype == np.float32 and b.ndim == 1 and dx is not None and dw is not None \
