@@ -15,13 +15,20 @@ M = f32(f32(s_x * s_w[c]) / s_y)::
 
     k  = ceil(log2(1 / M)) - 4                  (as v73: M * 2^k in [1/16, 1/8])
     m  = M * 2^k rounded to 11 significant bits (half up)           (v73: 12 bits)
-    Z  = floor(f32(zp_y / M) + 1/2)             the output zero point folded into the accumulator
-                                                (the quotient rounded to float32 first: ties of
-                                                that float32 value go up)
-    a  = (acc + bias + Z) >> k   (k >= 0; << -k otherwise)          acc, bias: exact int32 codes
+    Z  = floor(f32(f32(f32(zp_y / M) + f32(b')) + 1/2))   the output zero point and the bias folded into the
+                                                accumulator in one float32 sum and one rounding (without a
+                                                bias: floor(f32(zp_y / M) + 1/2), ties of that float32
+                                                value go up)
+    a  = (acc + Z) >> k   (k >= 0; << -k otherwise)                 acc: the exact int32 sum of products
     y  = clamp(floor(a * m + 1/2), 0, 255)      uint8 domain; no zero point added after
 
-    The bias is the model's int32 codes as they are (v73 re-derives it, ``htp.conv_bias``).
+    b' is the bias as v73 re-derives it, before v73's truncation (``htp.conv_bias`` / ``conv_bias_per_channel``
+    with ``truncate=False``: the float32 quotient, per-channel ones re-quantized on the common scale first): the
+    codes themselves but for a few thousandths.  Evidence: 1x1 layers (64 channels, every input code, biases
+    reaching 50 output codes, 54 sets, per-tensor and per-channel weights): 0 of 2,351 channels off, 112 of them
+    where the folds differ; adding the codes to the accumulator (the rule before) missed 14, the quotient folded in
+    float64 98.  Found on an EfficientNet-B0 by quantize_static (one output of 7,680: f32(zp / M) = 54676.5 and
+    b' = -22048.002, so the fold is 32628, the codes' 32629).
     Per-channel weights: M is derived through the largest weight scale S of the layer,
     M[c] = f32(f32(f32(s_x * S) / s_y) * f32(s_w[c] / S)) (``per_channel_multipliers``), one or two
     float32 ulps from f32(f32(s_x * s_w[c]) / s_y); it moves Z when f32(zp / M) is near n + 1/2.
@@ -226,6 +233,15 @@ def conv16_apply_v68(g: np.ndarray, z, m) -> np.ndarray:
     Z and m broadcast per channel; int64 codes.  |(g + Z) m| < 2^40 with m of 11 bits: exact in float64."""
     a = np.asarray(g, np.int64) + np.asarray(z, np.int64)
     return np.clip(np.floor(a.astype(np.float64) * np.asarray(m, np.float64) + 0.5), 0, 65535).astype(np.int64)
+
+
+def folded_offset8(zero_point_u8: int, M, bias) -> np.ndarray:
+    """Z of the v68 8-bit convolution with a bias (module docstring): floor(f32(f32(f32(zp / M) + f32(b')) + 1/2)),
+    per channel; ``bias`` b' as float64 values of float32 numbers."""
+    f32 = np.float32
+    q = (f32(zero_point_u8) / np.asarray(M, f32)).astype(f32)
+    q = (q + np.asarray(bias).astype(f32)).astype(f32)
+    return np.floor((q + f32(0.5)).astype(f32).astype(np.float64)).astype(np.int64)
 
 
 def folded_zero_point16(zero_point_u16: int, M, bias=None) -> np.ndarray:

@@ -4,7 +4,8 @@ The accumulator (zero points subtracted, int32 bias added) is exact, from the ON
 (kernels/onnxruntime/gemm.py); the epilogue is the HTP's:
 
 * ``htp_v68``: refinterp/quant/htp_ops.py ``conv_requant_v68`` (11-bit multiplier, output zero point
-  folded into the accumulator, uint8 domain; int8 moved by 128); the bias codes as they are.
+  folded into the accumulator, uint8 domain; int8 moved by 128) with the bias folded with it in float32 as v73's
+  untruncated quotient (``htp_ops.folded_offset8``).
 * ``htp_v73``: refinterp/quant/htp.py ``conv_requant`` (12-bit multiplier, the middle of the dropped
   bits, zero point after) with the bias re-derived by ``htp.conv_bias`` (per-tensor weights) or
   ``htp.conv_bias_per_channel`` (per-channel weights: the bias vector re-quantized as a whole; a bias
@@ -122,6 +123,11 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
                                      f"{htp_ops.DW_S2_PER_CHANNEL_BIAS_MIN_M}: not characterised on the HTP")
         form = "dw_s2"  # the same kernel on both archs: the bias codes as they are, uint8 domain
     bias = plan.bias
+    groups = int(node.attrs.get("group", 1) or 1)
+    if arch == "v73" and kind == "Conv" and groups > 1 and per_channel and bias is not None:
+        raise UnsupportedOpError(f"{where(node)}: a grouped Conv ({groups} groups) with per-channel weights and a bias: "
+                                 "the v73 HTP derives its bias otherwise (a RegNet-X layer: one output of 1,600 off "
+                                 "both the whole-vector rule and each channel's own quotient), not characterised")
     if arch == "v73" and bias is not None and form == "conv":
         bias = htp_bias(node, ctx, bias, ws, per_channel and rh is None)
     if form == "dw_s2":
@@ -136,6 +142,9 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
     shift = shift_of(plan.dtype) if folds else 0
     if rh is not None and arch == "v68":  # the bias folds with the zero point in one rounding
         z, bias = htp_weights.folded_offset_v68(plan.zy + shift, mult, bias, rh), None
+    elif arch == "v68" and form == "conv" and bias is not None:  # v73's quotient untruncated, folded in float32
+        b = htp_bias(node, ctx, bias, ws, per_channel, truncate=False)
+        z, bias = htp_ops.folded_offset8(plan.zy + shift, mult, b), None
     else:
         z = htp_ops.folded_zero_point(plan.zy + shift, mult) if folds else np.zeros_like(k)
     return HtpGemmPlan(plan, arch, bias, k, m, z, shift, form)
