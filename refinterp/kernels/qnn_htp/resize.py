@@ -19,6 +19,9 @@ l_y l_x.
   the codes interpolated and then requantized on 30% (float32 evaluation orders of the four taps are
   indistinguishable on these sweeps).
 
+Upscaling beyond 3 is refused, on either branch: by 8 on unchanged parameters (torchvision's LR-ASPP head, 8 x 8 ->
+64 x 64, 21 channels) 8 codes of 86,016 differ from the code-domain rule, on v68 and v73.
+
 Other coordinate modes, cubic, antialiasing and resizing N or C are refused.
 """
 from __future__ import annotations
@@ -77,6 +80,10 @@ def prepare(node, ctx) -> BilinearPlan:
     if same and not all(o % i == 0 for i, o in zip(x.shape[2:], out.shape[2:])):
         raise UnsupportedOpError(f"{where(node)}: bilinear Resize {x.shape} -> {out.shape} on unchanged quantization "
                                  "parameters is characterised on the HTP for whole-number upscaling only")
+    if any(o > 3 * i for i, o in zip(x.shape[2:], out.shape[2:])):
+        raise UnsupportedOpError(f"{where(node)}: bilinear Resize {x.shape} -> {out.shape} is characterised on the HTP "
+                                 "up to 3x upscaling (by 8 on unchanged parameters: 8 codes of 86,016 off, an LR-ASPP "
+                                 "head), not beyond")
     lo, hi = qrange(out.dtype)
     return BilinearPlan(_axis(x.shape[2], out.shape[2]), _axis(x.shape[3], out.shape[3]), same,
                         float(xs_), int(xz), float(ys_), int(yz), lo, hi, out.dtype)
