@@ -42,8 +42,8 @@ def run(args) -> int:
 
     from .. import load
     from ..dumps.capture import capture
-    from ..errors import InputError
     from ..dumps.npydir import write_npy_dump
+    from ..errors import InputError
     from ..samples import feed_samples
     from .common import check_dump_dir, resolve_inputs
 

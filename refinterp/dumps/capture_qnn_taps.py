@@ -75,7 +75,7 @@ def perturbing_taps(graph: Graph, taps: tuple[str, ...], run: Callable[[tuple[st
     groups are probed breadth first, so a budget resolves whole groups before it halves any."""
     found: list[str] = []
     unresolved: list[str] = []
-    left = [budget if budget is not None else -1]
+    left = -1 if budget is None else budget  # probes still allowed (-1: no bound)
 
     def changes(hidden: list[str]) -> bool | None:
         gone = set(hidden)
@@ -89,10 +89,10 @@ def perturbing_taps(graph: Graph, taps: tuple[str, ...], run: Callable[[tuple[st
     queue = _groups(taps, witnesses(graph, taps))
     while queue:
         group = queue.pop(0)
-        if left[0] == 0:
+        if left == 0:
             unresolved.extend(group)
             continue
-        left[0] -= 1
+        left -= 1
         moved = changes(group)
         if moved is False or (moved is None and len(group) == 1):  # a refused probe of one tap: it stays
             continue
