@@ -30,6 +30,7 @@ import dataclasses
 import numpy as np
 
 from ..ir import Graph, Node
+from .htp_bias import quantize_float_biases
 from .qdq import _QRANGE, _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
@@ -324,8 +325,7 @@ def _encoding_overrides(nodes: list[Node], tensors: dict) -> list[Node]:
 
 
 def fuse_qdq_htp(graph: Graph) -> Graph:
-    from .htp_bias import quantize_float_biases  # ONNX Runtime's rewrite before the QNN EP sees the graph
-    f = _HtpFuser(quantize_float_biases(graph))
+    f = _HtpFuser(quantize_float_biases(graph))  # ONNX Runtime's rewrite before the QNN EP sees the graph
     f.drop_activations()
     for n in list(f.nodes):
         f.fuse_node(n)

@@ -685,9 +685,9 @@ def test_v73_refuses_a_per_channel_bias_on_another_scale(tmp_path):
         if init.name == "bs":
             init.CopyFrom(_init(np.full(8, 3e-4, F), "bs", np.float32))
     assert "bias whose scale is not s_x * s_w" in _refused(tmp_path, m, "qnn-htp-v73")
-    # v68 adds the codes as they are where the scale is s_x * s_w; the QNN EP converts a bias on another scale
-    # (its conv_op_builder), not measured: refused too (a bias of zeros on any scale runs: test_qnn_htp_float_bias.py)
-    assert "adds the bias codes as they are" in _refused(tmp_path, m, "qnn-htp-v68")
+    # v68's bias fold is measured on s_x * s_w; the QNN EP converts a bias on another scale (its conv_op_builder),
+    # not measured: refused too (a bias of zeros on any scale runs: test_qnn_htp_float_bias.py)
+    assert "measured on that scale only" in _refused(tmp_path, m, "qnn-htp-v68")
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -73,8 +73,9 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
     if w is None or w.dtype not in ("int8", "uint8"):
         raise UnsupportedOpError(f"{where(node)}: weights of type {getattr(w, 'dtype', None)}: the HTP rules "
                                  "here are measured with 8-bit weights only")
-    strides = [int(v) for v in node.attrs.get("strides") or ()]
-    plan = ort_plan(node, ctx, kind, arch == "v68" or (kind == "DepthwiseConv" and any(v != 1 for v in strides)))
+    depthwise = kind == "DepthwiseConv"
+    strided = depthwise and any(int(v) != 1 for v in node.attrs.get("strides") or ())
+    plan = ort_plan(node, ctx, kind, arch == "v68" or strided)
     if plan.dtype == "float32":
         raise UnsupportedOpError(f"{where(node)}: a float output of a quantized GEMM is not characterised on the HTP")
     ws = np.asarray(w.quant.scale, np.float32).ravel()
@@ -88,8 +89,6 @@ def _prepare(node, ctx, kind: str, variant: str) -> HtpGemmPlan | matmul_act.Htp
     if w.dtype == "uint8" and ws.size != 1:  # measured: the QNN EP leaves the node unassigned, the session fails
         raise UnsupportedOpError(f"{where(node)}: uint8 weights with per-channel scales: the QNN EP does not take "
                                  "them onto the HTP (measured), so they have one scale only here")
-    depthwise = kind == "DepthwiseConv"
-    strided = depthwise and any(int(v) != 1 for v in plan.fplan.strides or ())
     pointwise = depthwise and all(int(v) == 1 for v in plan.fplan.kernel_shape)
     if pointwise and arch == "v68" and any(int(v) == 1 for v in plan.fplan.strides or (1,)):
         raise UnsupportedOpError(f"{where(node)}: a 1x1 depthwise Conv with strides {list(plan.fplan.strides)}: v68 "

@@ -26,7 +26,7 @@ def prepare16(node, ctx, kind: str, arch: str) -> HtpGemmPlan:
     strided_dw = kind == "DepthwiseConv" and any(int(v) != 1 for v in node.attrs.get("strides") or ())
     plan = ort_plan(node, ctx, kind, strided_dw)  # the stride-2 depthwise kernel adds the bias codes as they are
     ws = np.asarray(w.quant.scale, np.float32).ravel()
-    if kind == "DepthwiseConv" and any(int(v) != 1 for v in plan.fplan.strides or ()):
+    if strided_dw:
         return _dw_stride2_16(node, ctx, plan, ws, arch)
     rh = None
     if w.dtype == "uint8":  # re-quantized to symmetric int8 per channel as at 8 bits (htp_weights.py)

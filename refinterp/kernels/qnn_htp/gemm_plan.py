@@ -71,20 +71,21 @@ def symmetric_weights(node, plan, ws: np.ndarray, kind: str):
     return plan, ws, rh
 
 
-def ort_plan(node, ctx, kind: str, adds_codes: bool):
+def ort_plan(node, ctx, kind: str, own_scale_only: bool):
     """ONNX Runtime's plan of the node (accumulator geometry, constants); a bias of zeros dropped (its scale is then
-    immaterial: a bias an exporter shares with another layer through Identity has that layer's scale).  ``adds_codes``:
-    the HTP adds the bias codes as they are (v68 at 8 bits, the stride-2 depthwise kernel), so a nonzero bias whose
-    scale is not f32(s_x s_w) -- not measured -- is refused."""
+    immaterial: a bias an exporter shares with another layer through Identity has that layer's scale).
+    ``own_scale_only``: the HTP's bias rule there is measured with the bias on f32(s_x s_w) only (v68 at 8 bits, which
+    folds it with the output zero point; the stride-2 depthwise kernel, which adds the codes as they are), so a
+    nonzero bias on another scale is refused."""
     plan = ort_gemm.prepare_node(node, dataclasses.replace(ctx, settings={}), kind)
     if plan.bias is not None and not np.any(plan.bias):
         return dataclasses.replace(plan, bias=None)
     b = ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    if adds_codes and plan.bias is not None and b is not None and b.quant is not None:
+    if own_scale_only and plan.bias is not None and b is not None and b.quant is not None:
         f32 = np.float32
         acc = (f32(ctx.inputs[0].quant.scale[0]) * np.asarray(ctx.inputs[1].quant.scale, f32).ravel()).astype(f32)
         bs = np.asarray(b.quant.scale, f32).ravel()
         if bs.size not in (1, acc.size) or not np.array_equal(np.broadcast_to(bs, acc.shape), acc):
-            raise UnsupportedOpError(f"{where(node)}: a bias whose scale is not s_x * s_w, where the HTP adds the bias "
-                                     "codes as they are: not characterised")
+            raise UnsupportedOpError(f"{where(node)}: a bias whose scale is not s_x * s_w, where the HTP's bias rule "
+                                     "is measured on that scale only: not characterised")
     return plan
