@@ -218,10 +218,12 @@ def _input_sources(nodes: list[Node], tensors: dict, outputs=()) -> list[Node]:
         if n.op in _BY_PRODUCER and n.inputs and n.source_op.startswith("QDQ:"):
             x = next((i for i in n.inputs if i in tensors and tensors[i].const is None), n.inputs[0])
             p = producer.get(x)
-            n = dataclasses.replace(n, attrs=dict(n.attrs, htp_input_from=_producer_kind(p, tensors),
-                                                  htp_input_shared=readers.get(x, 0) > 1 or x in outputs,
-                                                  htp_input_strided=p is not None and any(
-                                                      int(v) != 1 for v in p.attrs.get("strides") or ())))
+            attrs = dict(n.attrs, htp_input_from=_producer_kind(p, tensors),
+                         htp_input_shared=readers.get(x, 0) > 1 or x in outputs,
+                         htp_input_strided=p is not None and any(int(v) != 1 for v in p.attrs.get("strides") or ()))
+            if n.op in ("Mul", "Div"):
+                attrs.update(_copies_of(x, producer, tensors))
+            n = dataclasses.replace(n, attrs=attrs)
         elif n.op == "MatMul" and n.source_op.startswith("QDQ:") and all(
                 i in tensors and tensors[i].const is None for i in n.inputs[:2]):
             origins = tuple(_origin(i, producer, tensors) for i in n.inputs[:2])
@@ -246,6 +248,19 @@ def copies_back(name: str, producer: dict, tensors: dict) -> tuple[Node | None, 
         name = p.inputs[0]
         p = producer.get(name)
     return p, copies[::-1]
+
+
+def _copies_of(name: str, producer: dict, tensors: dict) -> dict:
+    """``htp_input_origin``: ``_producer_kind`` of the op that made a tensor's codes, through same-parameter
+    copies; ``htp_input_via``: those copies as (op, rank of their output) from it onwards (a Mul / Div by a
+    constant picks its kernel by both, kernels/qnn_htp/elementwise.py)."""
+    origin, copies = copies_back(name, producer, tensors)
+
+    def rank(c: Node) -> int | None:
+        t = tensors.get(c.outputs[0])
+        return None if t is None or t.shape is None else len(t.shape)
+    return {"htp_input_origin": _producer_kind(origin, tensors),
+            "htp_input_via": tuple((c.op, rank(c)) for c in copies)}
 
 
 def _origin(name: str, producer: dict, tensors: dict) -> str:

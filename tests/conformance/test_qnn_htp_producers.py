@@ -119,20 +119,65 @@ def _producers(rng, lo: int, act: str):
     return out
 
 
+# same-parameter copies between a producer and a Mul / Div by a constant (kernels/qnn_htp/elementwise.py
+# ``_kind_through_copies``): any chain behind a graph input or an Add; a copy to two dimensions behind the others
+_THROUGH = {"input": ("R3", "T0231", "R3 T021 S2", "U0", "S1", "T0132"), "Add": ("R3 T021", "F", "S1 R3", "X1"),
+            "Conv": ("F", "R2"), "MatMul": ("F", "R2"), "MaxPool": ("F",), "Sigmoid": ("R2",), "Tanh": ("F",),
+            "GlobalAveragePool": ("F", "R2")}
+
+
+def _copies(chain: str, src: str, tag: str, q: tuple, act: str):
+    """(nodes, inits, outputs) of same-parameter copies of ``src`` (codes on ``q``): R<k> Reshape to rank k (the
+    channels kept first), F Flatten, T<perm> Transpose, S<axis> Split in two halves, X1 Slice of the first half,
+    U0 Unsqueeze; each copy re-quantized onto ``q``."""
+    nodes, inits, cur = [], [], [src]
+    for j, c in enumerate(chain.split()):
+        name, ins, kw, n_out = f"{tag}{j}", [cur[0]], {}, 1
+        if c[0] == "R":
+            inits.append(_init([1, -1] if c == "R2" else [1, 8, -1], f"{name}_shape", np.int64))
+            ins.append(f"{name}_shape")
+        elif c[0] == "T":
+            kw["perm"] = [int(v) for v in c[1:]]
+        elif c[0] == "S":
+            kw["axis"], n_out = int(c[1]), 2
+        elif c[0] in "XU":
+            inits += [_init([0], f"{name}_st", np.int64), _init([4], f"{name}_en", np.int64),
+                      _init([1], f"{name}_ax", np.int64), _init([0], f"{name}_u", np.int64)]
+            ins += [f"{name}_st", f"{name}_en", f"{name}_ax"] if c[0] == "X" else [f"{name}_u"]
+        op = {"R": "Reshape", "F": "Flatten", "T": "Transpose", "S": "Split", "X": "Slice", "U": "Unsqueeze"}[c[0]]
+        outs = [f"{name}_{k}" for k in range(n_out)]
+        if op == "Split":
+            nodes.append(helper.make_node(op, ins, outs, num_outputs=2, **kw))
+        else:
+            nodes.append(helper.make_node(op, ins, outs, **kw))
+        cur = []
+        for o in outs:
+            io, no = _qdq_out(o, f"{o}_q", *q, act)
+            nodes, inits, cur = nodes + no, inits + io, cur + [f"{o}_q_dq"]
+    return nodes, inits, cur
+
+
 @pytest.mark.parametrize("arch,act", [("68", "uint8"), ("73", "uint8"), ("68", "int8"), ("73", "int8")])
 def test_mul_div_constant_by_producer(tmp_path, arch, act):
     """The HTP's Mul / Div by a positive constant picks its kernel by the producer of the other operand:
     two roundings after a graph input, Add (and Sub, a two-tensor Mul, a uint8 MatMul), one rounding after
     Conv, MaxPool (and ConvTranspose, AveragePool, an int8 MatMul), the float32 path after Sigmoid, Tanh,
     GlobalAveragePool (and HardSwish): 6 constants after each, every QuantizeLinear output; after a Resize
-    refused."""
+    refused.  Behind same-parameter copies (``_THROUGH``, 3 constants each): two roundings through any chain
+    after a graph input or an Add, and after a copy to two dimensions whatever the producer; a Reshape to three
+    dimensions after a Conv refused (its kernel depends on the shape, measured)."""
     lo = int(np.iinfo(act).min)
     rng = np.random.default_rng(131 + int(arch) + lo)
     nodes, inits, inputs, feeds = [], [], [], {}
-    for kind, (n, i, ins, fd, src, (ys, _)) in _producers(rng, lo, act).items():
+    for kind, (n, i, ins, fd, src, (ys, yz)) in _producers(rng, lo, act).items():
         nodes, inits, inputs = nodes + n, inits + i, inputs + ins
         feeds.update(fd)
-        for k in range(6):
+        jobs = [(src, k) for k in range(6)]
+        for c, chain in enumerate(_THROUGH[kind]):
+            n, i, outs = _copies(chain, src, f"v{kind}{c}_", (ys, yz), act)
+            nodes, inits = nodes + n, inits + i
+            jobs += [(o, 10 + 10 * c + 3 * h + k) for h, o in enumerate(outs) for k in range(3)]
+        for src, k in jobs:
             op, name = ("Mul", "Div")[k % 2], f"{kind}{k}"
             cq, cs = int(rng.integers(1, 255)), float(F(10 ** rng.uniform(-2.5, -1.3)))
             c = float(F(F(cq) * F(cs)))
@@ -153,3 +198,11 @@ def test_mul_div_constant_by_producer(tmp_path, arch, act):
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
                [helper.make_tensor_value_info("z_dq", TensorProto.FLOAT, None)])
     assert "Mul by a constant of codes made by Resize" in _refused(tmp_path, m, f"qnn-htp-v{arch}")
+    # a Reshape to three dimensions after a Conv: one rounding at 8 x 128, two at 16 x 8 (measured): refused
+    m = _conv_model((1, 4, 8, 8), rng.integers(-127, 128, (8, 4, 1, 1)), 0.004, None, 0.03, lo + 128, 0.05, lo + 100, act)
+    n2, i2, (moved,) = _copies("R3", "y_dq", "v", (0.05, lo + 100), act)
+    io, no = _qdq_out("m", "z", 0.05, lo + 100, act)
+    m.graph.node.extend(n2 + [helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["cd"]),
+                              helper.make_node("Mul", [moved, "cd"], ["m"])] + no)
+    m.graph.initializer.extend(i2 + io + [_init(lo + 200, "cq", act), _init(0.01, "cs", np.float32), _init(lo, "cz", act)])
+    assert "Mul by a constant of codes made by Reshape after Conv" in _refused(tmp_path, m, f"qnn-htp-v{arch}")

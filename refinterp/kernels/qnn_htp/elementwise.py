@@ -178,9 +178,31 @@ _SINGLE_AFTER = {"Conv", "ConvTranspose", "AveragePool", "MaxPool", ("MatMul", "
 _FLOAT_AFTER = {"Sigmoid", "Tanh", "HardSwish", "GlobalAveragePool"}
 
 
+# Behind same-parameter data movement the kernel is not the producer's and not a function of the ops on the way
+# (MEASURED.md, "Mul / Div by a constant after data movement": a Reshape or Transpose picks one kernel or another by
+# its shape and perm).  What held on every measured chain (v68 / v73, uint8 / int8, 6-9 constants x 3-6 seeds per
+# chain): two roundings behind a graph input's or an Add's codes through any chain of these copies (15 chain shapes),
+# and after a copy to two dimensions (Flatten; Reshape to (1, n)) whatever the producer below.  Other chains: refused.
+_TWO_THROUGH = {"Reshape", "Flatten", "Transpose", "Split", "Slice", "Squeeze", "Unsqueeze"}
+_TO_2D_AFTER = {"Conv", "MatMul", "MaxPool", "Sigmoid", "Tanh", "GlobalAveragePool"}
+
+
+def _kind_through_copies(node) -> str:
+    """The producer kind a Mul / Div by a constant is computed as (passes/qdq_htp.py ``htp_input_via``)."""
+    kind = node.attrs.get("htp_input_from", "input")
+    via, origin = node.attrs.get("htp_input_via") or (), node.attrs.get("htp_input_origin")
+    if not via:
+        return kind
+    if origin in ("input", "Add") and all(op in _TWO_THROUGH for op, _ in via):
+        return "input"
+    if len(via) == 1 and via[0][0] in ("Flatten", "Reshape") and via[0][1] == 2 and origin in _TO_2D_AFTER:
+        return "input"
+    return kind if origin is None else f"{kind} after {origin}"
+
+
 def _positive_constant(node, ctx, k: int, A: float, combine, z: tuple, sh: int, lo: int, hi: int):
     """The kernel of a Mul / Div by a positive one-element constant at input k, by the producer."""
-    kind = node.attrs.get("htp_input_from", "input")
+    kind = _kind_through_copies(node)
     dtype = ctx.outputs[0].dtype
 
     def after(group) -> bool:
