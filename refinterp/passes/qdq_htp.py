@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from ..ir import Graph, Node
-from .htp_bias import quantize_float_biases
+from .ort_weight_bias import quantize_float_biases
 from .qdq import _QRANGE, _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",

@@ -1,4 +1,4 @@
-"""Conv / Gemm biases that are not a QDQ unit's int32 DequantizeLinear (passes/htp_bias.py), against Qualcomm's HTP
+"""Conv / ConvTranspose / Gemm biases that are not a QDQ unit's int32 DequantizeLinear (passes/ort_weight_bias.py), against Qualcomm's HTP
 emulation (onnxruntime-qnn 2.7.0): a float bias (ONNX Runtime quantizes it to int32 before the QNN EP sees the graph,
 rounding half to even), a bias read through Identity, a bias of zeros on another layer's scale (an exporter sharing
 equal constants), and a uint16 bias of zeros (get_qnn_qdq_config's form of a shared bias), which stays refused.
@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 import refinterp
 from refinterp.errors import UnsupportedOpError
+from tests.conformance.test_ort_weight_bias import _case
 from tests.conformance.test_qnn_htp_ops import _check_many, _conv_model
 
 try:
@@ -65,6 +66,14 @@ def test_float_bias(tmp_path, arch):
         jobs.append((_with_bias(m, nodes, [numpy_helper.from_array(real, "bf")], "bi" if through else "bf"), feeds))
     assert ties >= 4  # the rounding can be told from half up here
     assert _check_many(tmp_path, jobs, arch) == len(jobs) * (8 + 16) * 36
+
+
+@pytest.mark.parametrize("arch", ["68", "73"])
+def test_float_bias_convtranspose_gemm(tmp_path, arch):
+    """ORT's transformer quantizes a ConvTranspose's and a Gemm's float bias too (test_ort_weight_bias.py's layers,
+    uint8 and int8, per-tensor and per-channel Gemm weights): every code equal."""
+    jobs = [_case(kind, seed)[:2] for kind in ("conv_transpose", "gemm", "gemm_transb") for seed in range(3)]
+    assert _check_many(tmp_path, jobs, arch) > 0
 
 
 @pytest.mark.parametrize("arch", ["68", "73"])

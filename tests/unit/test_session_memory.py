@@ -11,6 +11,8 @@ import copy
 import dataclasses
 import gc
 import pickle
+import subprocess
+import sys
 import weakref
 from pathlib import Path
 
@@ -72,9 +74,9 @@ def test_dropped_session_frees_its_plans(scheme, model):
     assert not alive, f"{len(alive)} plans of a dropped Session still alive, e.g. {type(alive[0]).__name__}"
 
 
-@pytest.mark.parametrize("scheme,model", FAMILIES, ids=[f[0] for f in FAMILIES])
-def test_rss_flat_over_dropped_sessions(scheme, model):
-    g = refinterp.load(str(model))
+def _grown_over_dropped_sessions(scheme: str, model: str) -> float:
+    """RSS growth (MiB) over 20 build / run / drop cycles after two warm-up cycles, in this process."""
+    g = refinterp.load(model)
     feeds = _feeds(g)
 
     def cycle():
@@ -88,13 +90,12 @@ def test_rss_flat_over_dropped_sessions(scheme, model):
     first = _rss_mib()
     for _ in range(20):
         cycle()
-    grown = _rss_mib() - first
-    assert grown < RSS_BOUND_MIB, f"{scheme}: RSS grew {grown:.1f} MiB over 20 dropped Sessions"
+    return _rss_mib() - first
 
 
-@pytest.mark.parametrize("scheme,model", [FAMILIES[0], FAMILIES[3]], ids=["tflite-reference", "onnxruntime-cpu"])
-def test_rss_flat_over_runs_of_one_session(scheme, model):
-    g = refinterp.load(str(model))
+def _grown_over_runs(scheme: str, model: str) -> float:
+    """RSS growth (MiB) over 200 runs of one Session after 5 warm-up runs, in this process."""
+    g = refinterp.load(model)
     feeds = _feeds(g)
     s = refinterp.Session(g, scheme)
     for _ in range(5):
@@ -102,7 +103,28 @@ def test_rss_flat_over_runs_of_one_session(scheme, model):
     first = _rss_mib()
     for _ in range(200):
         s.run(feeds)
-    grown = _rss_mib() - first
+    return _rss_mib() - first
+
+
+def _in_fresh_process(fn: str, scheme: str, model: Path) -> float:
+    """``fn(scheme, model)`` in a new interpreter: the RSS is then this check's alone, and gc.collect() walks a
+    small heap (in a test worker's heap each collection took about 1 s)."""
+    code = f"import sys; from tests.unit.test_session_memory import {fn}; print({fn}(sys.argv[1], sys.argv[2]))"
+    r = subprocess.run([sys.executable, "-c", code, scheme, str(model)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("scheme,model", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_rss_flat_over_dropped_sessions(scheme, model):
+    grown = _in_fresh_process("_grown_over_dropped_sessions", scheme, model)
+    assert grown < RSS_BOUND_MIB, f"{scheme}: RSS grew {grown:.1f} MiB over 20 dropped Sessions"
+
+
+@pytest.mark.parametrize("scheme,model", [FAMILIES[0], FAMILIES[3]], ids=["tflite-reference", "onnxruntime-cpu"])
+def test_rss_flat_over_runs_of_one_session(scheme, model):
+    grown = _in_fresh_process("_grown_over_runs", scheme, model)
     assert grown < RSS_BOUND_MIB, f"{scheme}: RSS grew {grown:.1f} MiB over 200 runs of one Session"
 
 
