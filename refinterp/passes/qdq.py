@@ -346,6 +346,10 @@ class _Fuser:
         types = {self.effective_type(a) for a in acts} | {self.effective_type(q.outputs[0])}
         if len(types) != 1:
             return
+        # ORT's Conv / MatMul selectors take int8 activations only where QDQIsInt8Allowed() (ARM): on x86 a unit
+        # the S8->U8 re-encoding left int8 (its Q output a graph output, a Q read by several DQs) runs in float
+        if self.u8 and types == {"int8"} and n.op in ("Conv", "DepthwiseConv", "MatMul"):
+            return
         attrs_extra = {}
         if self.u8 and types == {"uint8"} and self.tensors[q.outputs[0]].dtype == "int8" \
                 and n.op in _U8_SENSITIVE:
@@ -369,7 +373,9 @@ def fuse_qdq_x86(graph: Graph) -> Graph:
     """``fuse_qdq`` after ORT's x86 QDQS8ToU8Transformer (qdq_s8_to_u8.cc): int8 Q -> DQ pairs are
     re-encoded as uint8 (zero point + 128) before fusion.  The re-encoding is exact, but (1) a unit
     whose activations and output end up with different storage types is not fused (e.g. a final
-    int8 Q with no DQ after it, or an int8 graph input feeding a DQ) and (2) kernels in
+    int8 Q with no DQ after it, or an int8 graph input feeding a DQ), nor a Conv / MatMul left int8
+    on both sides (ORT's selectors refuse int8 activations where QDQIsInt8Allowed() is false;
+    tests/conformance/test_ort_int8_units.py), and (2) kernels in
     ``_U8_SENSITIVE`` compute on the shifted codes: the fused node keeps its int8 tensors and gets the
     attribute ``int8_as_uint8 = 1``; the ``ort`` kernels shift codes and zero points by 128."""
     return _fuse(graph, True)
