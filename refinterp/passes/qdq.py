@@ -389,8 +389,6 @@ def _fuse(graph: Graph, u8_reencode: bool) -> Graph:
     return graph.replace(nodes=f.result(), tensors=f.tensors)
 
 
-
-
 def dq_matmul_nbits(graph: Graph) -> Graph:
     """ORT 1.32's DQ -> MatMulNBits rewrite of float MatMuls with 8-bit constant weights (module
     docstring); run after ``fuse_qdq`` / ``fuse_qdq_x86``, whose 8-bit QLinear units take precedence."""
