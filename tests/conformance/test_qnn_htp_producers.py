@@ -140,10 +140,13 @@ def _copies(chain: str, src: str, tag: str, q: tuple, act: str):
             kw["perm"] = [int(v) for v in c[1:]]
         elif c[0] == "S":
             kw["axis"], n_out = int(c[1]), 2
-        elif c[0] in "XU":
+        elif c[0] == "X":
             inits += [_init([0], f"{name}_st", np.int64), _init([4], f"{name}_en", np.int64),
-                      _init([1], f"{name}_ax", np.int64), _init([0], f"{name}_u", np.int64)]
-            ins += [f"{name}_st", f"{name}_en", f"{name}_ax"] if c[0] == "X" else [f"{name}_u"]
+                      _init([1], f"{name}_ax", np.int64)]
+            ins += [f"{name}_st", f"{name}_en", f"{name}_ax"]
+        elif c[0] == "U":
+            inits.append(_init([0], f"{name}_u", np.int64))
+            ins.append(f"{name}_u")
         op = {"R": "Reshape", "F": "Flatten", "T": "Transpose", "S": "Split", "X": "Slice", "U": "Unsqueeze"}[c[0]]
         outs = [f"{name}_{k}" for k in range(n_out)]
         if op == "Split":
