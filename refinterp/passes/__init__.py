@@ -17,7 +17,7 @@ from .ort_matmul_bn import ort_matmul_bn_fusion
 from .ort_layernorm import ort_layernorm_fusion, ort_simplified_layernorm_fusion, ort_skip_layernorm_fusion
 from .ort_nchwc import ort_nchwc8, ort_nchwc16
 from .ort_overridable import ort_overridable_initializers
-from .ort_weight_bias import quantize_float_biases
+from .ort_weight_bias import ort_weight_bias_quantization
 from .qdq_htp import fuse_qdq_htp
 from .torchq import fuse_qdq_torch
 
@@ -35,7 +35,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {"fuse_qdq": fuse_qdq, "fuse_qdq_x
                                               "ort_matmul_bn_fusion": ort_matmul_bn_fusion,
                                               "ort_overridable_initializers": ort_overridable_initializers,
                                               "ort_conv_add_fusion16": ort_conv_add_fusion16, "ort_conv_add_fusion8": ort_conv_add_fusion8,
-                                              "ort_weight_bias_quantization": quantize_float_biases}
+                                              "ort_weight_bias_quantization": ort_weight_bias_quantization}
 
 
 def apply_passes(graph: Graph, names: list[str]) -> Graph:

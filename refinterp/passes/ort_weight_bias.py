@@ -101,7 +101,8 @@ def _add(tensors: dict, nodes: list, base: str, codes: np.ndarray, scale: np.nda
     return base
 
 
-def quantize_float_biases(graph: Graph) -> Graph:
+def ort_weight_bias_quantization(graph: Graph) -> Graph:
+    """The graph with every layer the transformer rewrites rewritten (module docstring); the input is not modified."""
     tensors = dict(graph.tensors)
     producer = {o: n for n in graph.nodes for o in n.outputs}
     readers: dict[str, list[Node]] = {}

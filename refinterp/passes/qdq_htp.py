@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from ..ir import Graph, Node
-from .ort_weight_bias import quantize_float_biases
+from .ort_weight_bias import ort_weight_bias_quantization
 from .qdq import _QRANGE, _Fuser
 
 MOVE = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather",
@@ -340,7 +340,7 @@ def _encoding_overrides(nodes: list[Node], tensors: dict) -> list[Node]:
 
 
 def fuse_qdq_htp(graph: Graph) -> Graph:
-    f = _HtpFuser(quantize_float_biases(graph))  # ONNX Runtime's rewrite before the QNN EP sees the graph
+    f = _HtpFuser(ort_weight_bias_quantization(graph))  # ONNX Runtime's rewrite before the QNN EP sees the graph
     f.drop_activations()
     for n in list(f.nodes):
         f.fuse_node(n)
