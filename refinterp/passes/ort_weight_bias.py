@@ -34,6 +34,7 @@ import dataclasses
 import numpy as np
 
 from ..ir import Graph, Node, TensorInfo
+from ..quant import mlas
 
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
 _OPS = ("Conv", "DepthwiseConv", "ConvTranspose", "Gemm")
@@ -75,15 +76,6 @@ def _weight_scale(n: Node, dw: Node, tensors: dict, bias_size: int) -> np.ndarra
         axis += len(w.shape)
     expected = (0 if int(n.attrs.get("transB", 0) or 0) else 1) if n.op == "Gemm" else 0
     return sw if axis == expected else None
-
-
-def _int8_params(w: np.ndarray) -> tuple[np.float32, int]:
-    """ORT's GetQuantizationParameter<int8_t> (no reduced range, not symmetric), in float32."""
-    f32 = np.float32
-    lo, hi = min(f32(w.min()), f32(0)), max(f32(w.max()), f32(0))
-    scale = f32(1) if hi == lo else f32(f32(hi - lo) / f32(255))
-    z0 = f32(f32(-128) - f32(lo / scale))
-    return scale, int(np.rint(min(max(z0, f32(-128)), f32(127))))
 
 
 def _add(tensors: dict, nodes: list, base: str, codes: np.ndarray, scale: np.ndarray, zp, index: int,
@@ -142,8 +134,8 @@ def _rewrite(n: Node, producer: dict, readers: dict, tensors: dict, nodes: list)
         w = _const(tensors, n.inputs[1])
         if w is None or w.dtype != np.float32 or (len(n.inputs) > 2 and n.inputs[2] and not has_bias):
             return n
-        scale, zp = _int8_params(w)
-        codes = np.clip(np.rint((w / scale).astype(np.float32)) + zp, -128, 127).astype(np.int8)
+        scale, zp = mlas.quantization_parameter(w, -128, 127)
+        codes = mlas.quantize_linear(w, scale, zp, -128, 127).astype(np.int8)
         sw = np.asarray(scale, np.float32)
         w_input = _add(tensors, nodes, f"{n.inputs[1]}::{n.name}::ort_weight", codes, sw, np.asarray(zp, np.int8),
                        n.index, None)

@@ -77,6 +77,18 @@ def quantize_linear(x, scale, zp, lo: int, hi: int) -> np.ndarray:
     return np.rint(v).astype(np.int64) + zp
 
 
+def quantization_parameter(x, qmin: int, qmax: int, degenerate_scale=np.float32(1.0)) -> tuple[np.float32, int]:
+    """ORT's GetQuantizationParameter (qmath.h; no reduced range, not symmetric), float32 throughout:
+    lo = min(0, min(x)), hi = max(0, max(x)); scale = f32((hi - lo) / (qmax - qmin)), ``degenerate_scale`` when
+    hi == lo; zp = RNE(clamp(f32(qmin - f32(lo / scale)), qmin, qmax)) (clamp first, then round half even)."""
+    x = np.asarray(x, F32)
+    hi = F32(max(F32(0), np.max(x))) if x.size else F32(0)
+    lo = F32(min(F32(0), np.min(x))) if x.size else F32(0)
+    scale = F32(degenerate_scale) if hi == lo else F32(F32(hi - lo) / F32(qmax - qmin))
+    zp = int(np.rint(np.clip(F32(F32(qmin) - F32(lo / scale)), qmin, qmax)))
+    return scale, zp
+
+
 def lut(fn, x_scale, x_zp: int, in_dtype: str, y_scale, y_zp: int, out_dtype: str) -> np.ndarray:
     """``QlinearBuildLookupTable``: table over every stored input code (index = code - min):
     table[i] = MlasQuantizeLinear(fn(f32(x_scale * f32(code - x_zp))), y_scale, y_zp)."""

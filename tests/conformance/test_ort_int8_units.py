@@ -13,15 +13,13 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 import refinterp  # noqa: E402
 
+from tests.conformance.test_ort_weight_bias import _init  # noqa: E402
+
 F = np.float32
-
-
-def _init(v, name, dtype):
-    return numpy_helper.from_array(np.asarray(v, dtype), name)
 
 
 def _unit(op: str, seed: int):

@@ -42,7 +42,6 @@ from refinterp.quant import mlas
 from .common import MS
 from .float_conv import physical_cores
 from .float_lstm import direction_inputs, lstm_cell, step_order
-from .quantize import _params
 from ..registry import kernel
 
 _F = np.float32
@@ -91,7 +90,7 @@ def _prepare(node, ctx, threads: int) -> DqLstmPlan:
 
 def _qgemm(a, w, zw: int, ws) -> np.ndarray:
     """fl(fl(acc) * fl(s_a * s_w)) of the float32 rows ``a`` against weights ``w`` (K, N)."""
-    sa, za = _params(a, _F(1.0))
+    sa, za = mlas.quantization_parameter(a, 0, 255)
     qa = mlas.quantize_linear(a, sa, za, 0, 255).astype(np.int64) - za
     acc = np.matmul(qa.astype(np.float64), (w.astype(np.int64) - zw).astype(np.float64))  # exact below 2^53
     return (acc.astype(_F) * (_F(sa) * ws).astype(_F)).astype(_F)
@@ -117,7 +116,7 @@ def _direction(plan, xs, lens, reverse, w, zw, ws, r, zr, rs, bias, h, c, peep):
     order = step_order(lens, t_len, reverse)[:steps]
     rows = np.arange(batch)
     # ORT quantizes its (reversed) buffer of the first `steps` steps: the same values as xs[:steps]
-    sa, za = _params(xs[:steps], _F(1.0))
+    sa, za = mlas.quantization_parameter(xs[:steps], 0, 255)
     qx = mlas.quantize_linear(xs[order, rows].reshape(steps * batch, -1), sa, za, 0, 255).astype(np.int64) - za
     acc = np.matmul(qx.astype(np.float64), (w.astype(np.int64) - zw).astype(np.float64))
     gx = (acc.astype(_F) * (_F(sa) * ws).astype(_F)).astype(_F).reshape(steps, batch, 4 * hid)

@@ -16,17 +16,8 @@ from refinterp.quant import mlas
 from ..registry import kernel
 
 
-def _params(x: np.ndarray, degenerate_scale: np.float32) -> tuple[np.float32, int]:
-    x = np.asarray(x, np.float32)
-    hi = np.float32(max(np.float32(0), np.max(x))) if x.size else np.float32(0)
-    lo = np.float32(min(np.float32(0), np.min(x))) if x.size else np.float32(0)
-    scale = degenerate_scale if hi == lo else np.float32(np.float32(hi - lo) / np.float32(255))
-    zp = int(np.rint(np.clip(np.float32(np.float32(0) - np.float32(lo / scale)), 0, 255)))
-    return scale, zp
-
-
 def _run(x, degenerate_scale):
-    scale, zp = _params(x, degenerate_scale)
+    scale, zp = mlas.quantization_parameter(x, 0, 255, degenerate_scale)
     y = mlas.quantize_linear(x, scale, zp, 0, 255).astype(np.uint8)
     return y, np.asarray(scale, np.float32), np.asarray(zp, np.uint8)
 
